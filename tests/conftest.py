@@ -1,0 +1,95 @@
+"""Fixtures shared by every test layer.
+
+Integration tests (everything under tests/integration) need root, real FRR and
+the kernel's XDP; they create their own namespaces through the ``topo``
+fixture and are marked ``integration`` automatically.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import netns
+from harness.capture import Capture
+from harness.frr import Frr
+from harness.netns import Namespace, Topology
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(item.path):
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.geteuid() == 0:
+        stale = netns.sweep_stale()
+        if stale:
+            print(f"removed namespaces left by earlier runs: {' '.join(stale)}")
+
+
+def _leftovers() -> list[str]:
+    found = [f"namespace {n}" for n in netns.ours() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
+    out = subprocess.run(
+        ["pgrep", "-a", "-f", "/run/xdp-bfd-tests/"], capture_output=True, text=True, check=False
+    )
+    found += [f"process {line}" for line in out.stdout.splitlines()]
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # A test run must leave nothing behind; make a leak fail the run loudly.
+    if os.geteuid() != 0:
+        return
+    left = _leftovers()
+    if left:
+        print("\nLEFT BEHIND by this test run:\n  " + "\n  ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def topo() -> Iterator[Topology]:
+    if os.geteuid() != 0:
+        pytest.fail("integration tests need root (network namespaces, XDP, FRR)")
+    t = Topology()
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+@pytest.fixture
+def frr_factory() -> Iterator:
+    made: list[Frr] = []
+
+    def make(ns: Namespace, name: str, **kw: object) -> Frr:
+        f = Frr(ns, name, **kw)  # type: ignore[arg-type]
+        made.append(f)
+        return f
+
+    try:
+        yield make
+    finally:
+        for f in made:
+            f.cleanup()
+
+
+@pytest.fixture
+def capture_factory(tmp_path: Path) -> Iterator:
+    made: list[Capture] = []
+
+    def make(ns: Namespace, ifname: str, bpf_filter: str | None = None) -> Capture:
+        c = Capture(ns, ifname, tmp_path / f"{ns.name}-{ifname}-{len(made)}.pcap", bpf_filter).start()
+        made.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.stop()
