@@ -1,0 +1,646 @@
+"""One BFD session: the RFC 5880 §6 state machine, sans-I/O.
+
+Modelled on h11 and aioquic's QuicConnection: the caller feeds decoded packets
+with the time they arrived, calls :meth:`Session.handle_timer` when
+:meth:`Session.get_timer` says so, and drains :meth:`Session.datagrams_to_send`
+and :meth:`Session.next_event`. Times are integer microseconds on any monotonic
+clock the caller likes; the session never reads one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import replace
+
+from ..wire.control import Auth, ControlPacket, Diag, State, encode_control, verify_auth
+from .config import SessionConfig
+from .events import Rejected, StateChanged
+from .timers import SLOW_TX_US, jittered, next_sequence, sequence_in_window
+
+__all__ = ["Session"]
+
+# RFC 5881 §5 (GTSM): single-hop packets must arrive with the TTL they were sent with.
+_SINGLE_HOP_TTL = 255
+_U32 = 1 << 32
+
+
+class Session:
+    """The state of one BFD session and everything RFC 5880 says to do with it.
+
+    Two attributes are for the kernel fast path and may be flipped at any time:
+
+    ``periodic_tx_external``
+        While the session is Up and not polling, the kernel sends the periodic
+        packets, so the session schedules none of its own. Finals, our own Poll
+        packets and state-transition packets are still produced here.
+    ``detection_external``
+        The kernel watches for silence; the internal detection timer does not
+        run and the caller reports expiry through :meth:`detection_expired`.
+    """
+
+    periodic_tx_external: bool
+    detection_external: bool
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        local_discr: int,
+        *,
+        now_us: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        # §6.8.1: bfd.LocalDiscr is nonzero (the caller keeps it unique).
+        if not 0 < local_discr < _U32:
+            raise ValueError(f"local discriminator {local_discr} must be 1..2^32-1")
+        self._config = config
+        self._rng = rng if rng is not None else random.Random()
+        self._local_discr = local_discr
+        self.periodic_tx_external = False
+        self.detection_external = False
+
+        # §6.8.1 initial values; an administratively disabled session starts in AdminDown (§6.8.16).
+        self._state = State.ADMIN_DOWN if config.shutdown else State.DOWN
+        self._local_diag = Diag.ADMINISTRATIVELY_DOWN if config.shutdown else Diag.NONE
+        self._remote_state = State.DOWN
+        self._remote_discr = 0
+        self._remote_diag: Diag | int = Diag.NONE
+        self._remote_min_rx_us = 1  # §6.8.1: bfd.RemoteMinRxInterval starts at 1
+        self._remote_desired_tx_us = 0
+        self._remote_detect_mult = 0
+        self._remote_min_echo_rx_us = 0
+        self._remote_demand = False
+
+        # Advertised bfd.DesiredMinTxInterval / bfd.RequiredMinRxInterval, and the
+        # values actually used for our transmit interval and Detection Time. They
+        # differ only while a Poll Sequence guards a change (§6.8.3).
+        tx, rx = self._timer_targets()
+        self._adv_tx_us = self._eff_tx_us = tx
+        self._adv_rx_us = self._eff_rx_us = rx
+
+        # Poll Sequence (§6.5). ``_poll_first_tx_us`` is when the first P went out
+        # (§6.8.4 demand-mode detection counts from there).
+        self._poll_active = False
+        self._poll_queued = False
+        self._poll_first_tx_us: int | None = None
+        self._poll_ended_us: int | None = None
+        self._f_clear_since_poll = True
+
+        self._next_tx_us: int | None = None
+        self._sched_key: tuple[int, bool] | None = None
+        self._last_tx_us: int | None = None
+        self._last_content: ControlPacket | None = None
+        self._last_sent_demand = False
+        self._transition_pending = False
+        self._outbox: list[bytes] = []
+        self._events: deque[StateChanged] = deque()
+
+        # §6.8.1: bfd.XmitAuthSeq starts random; bfd.AuthSeqKnown starts at 0.
+        self._xmit_seq = self._rng.getrandbits(32)
+        self._rcv_seq = 0
+        self._seq_known = False
+
+        self._rx_packets = 0
+        self._tx_packets = 0
+        self._flaps = 0
+        self._up_since_us = 0
+        self._last_rx_us: int | None = None
+
+        self._reschedule_tx(now_us)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Session {self._local_discr}->{self._remote_discr} {self._state.name}"
+            f" remote={self._remote_state.name} diag={int(self._local_diag)}>"
+        )
+
+    # --- the caller's API -------------------------------------------------------
+
+    def receive(self, pkt: ControlPacket, raw: bytes, now_us: int, *, ttl: int | None = None) -> None:
+        """Process one decoded packet addressed to this session (§6.8.6 from the session checks on).
+
+        ``raw`` is the packet as received (needed for digest checks). ``ttl`` is
+        the IP TTL / Hop Limit, or None when the caller cannot tell. Raises
+        :class:`Rejected` for a discarded packet, in which case nothing changed.
+        """
+        self._check_ttl(ttl)
+        self._check_discriminators(pkt)
+        sequence = self._check_auth(pkt, raw, now_us)
+
+        # Accepted: every check that can discard the packet has run, so mutate from here on.
+        if sequence is not None:
+            self._rcv_seq = sequence
+            self._seq_known = True
+        self._rx_packets += 1
+        self._last_rx_us = now_us
+        self._remote_discr = pkt.my_discr
+        self._remote_state = pkt.state
+        self._remote_demand = pkt.demand
+        self._remote_min_rx_us = pkt.required_min_rx_us
+        self._remote_desired_tx_us = pkt.desired_min_tx_us
+        self._remote_detect_mult = pkt.detect_mult
+        self._remote_min_echo_rx_us = pkt.required_min_echo_rx_us
+        self._remote_diag = pkt.diag
+        if pkt.final:
+            # An F before our first P cannot be an answer to this Poll (§6.5).
+            if self._poll_active and self._poll_first_tx_us is not None:
+                self._end_poll(now_us)
+        else:
+            self._f_clear_since_poll = True
+
+        # §6.8.6: in AdminDown the remote values are recorded but the packet goes no further.
+        if self._state == State.ADMIN_DOWN:
+            self._settle(now_us)
+            return
+        self._run_state_machine(pkt.state, now_us)
+        self._settle(now_us, answer_poll=pkt.poll)
+
+    def handle_timer(self, now_us: int) -> None:
+        """Do whatever is due at ``now_us``: detection, bookkeeping resets, transmission."""
+        deadline = self._detection_deadline()
+        if deadline is not None and now_us >= deadline:
+            self._expire_detection(now_us)
+        deadline = self._remote_discr_deadline()
+        if deadline is not None and now_us >= deadline:
+            # §6.8.1: bfd.RemoteDiscr is forgotten a Detection Time after the last packet.
+            self._remote_discr = 0
+        deadline = self._auth_seq_deadline()
+        if deadline is not None and now_us >= deadline:
+            # §6.8.1: lets the sequence resynchronise if the peer restarted.
+            self._seq_known = False
+        self._settle(now_us)
+        self._service_tx(now_us)
+
+    def get_timer(self) -> int | None:
+        """Earliest absolute time (µs) at which :meth:`handle_timer` has work, or None."""
+        deadlines = (
+            self._tx_deadline(),
+            self._detection_deadline(),
+            self._remote_discr_deadline(),
+            self._auth_seq_deadline(),
+            self._queued_poll_deadline(),
+        )
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def datagrams_to_send(self, now_us: int) -> list[bytes]:
+        """Encoded control packets (auth applied), oldest first; the queue is emptied.
+
+        Anything already due at ``now_us`` is handled first, as by
+        :meth:`handle_timer`, so the packets reflect the session at that time.
+        """
+        self.handle_timer(now_us)
+        out, self._outbox = self._outbox, []
+        return out
+
+    def next_event(self) -> StateChanged | None:
+        """The oldest undelivered state change, or None."""
+        return self._events.popleft() if self._events else None
+
+    def set_config(self, config: SessionConfig, now_us: int) -> None:
+        """Apply a changed configuration to the running session.
+
+        Timer changes while Up go through a Poll Sequence with the §6.8.3 rules;
+        toggling ``shutdown`` moves to AdminDown (diag 7) or back to Down
+        (§6.8.16). The demultiplexing key cannot change: that is a new session.
+        """
+        old = self._config
+        if config.key() != old.key():
+            raise ValueError(f"session key cannot change ({old.key()} -> {config.key()})")
+        self._config = config
+        if config.auth != old.auth:
+            # A new key or type starts its own sequence stream at the peer.
+            self._seq_known = False
+        if config.shutdown and not old.shutdown and self._state != State.ADMIN_DOWN:
+            self._change_state(State.ADMIN_DOWN, Diag.ADMINISTRATIVELY_DOWN, now_us)
+        elif old.shutdown and not config.shutdown and self._state == State.ADMIN_DOWN:
+            # §6.8.16 only says "set bfd.SessionState to Down"; diag 7 stays as the last reason.
+            self._change_state(State.DOWN, self._local_diag, now_us)
+        self._settle(now_us)
+
+    def admin_down(self, now_us: int) -> None:
+        """Go AdminDown (diag 7) and queue a packet telling the peer at once (§6.8.16)."""
+        if self._state != State.ADMIN_DOWN:
+            self._change_state(State.ADMIN_DOWN, Diag.ADMINISTRATIVELY_DOWN, now_us)
+        else:
+            self._transition_pending = True
+        self._settle(now_us)
+
+    def detection_expired(self, now_us: int) -> None:
+        """An external detector saw a Detection Time pass in silence: as the internal timer (§6.8.4)."""
+        self._expire_detection(now_us)
+        self._settle(now_us)
+
+    def note_rx(self, now_us: int) -> None:
+        """The kernel handled a packet for this session: it counts as received for §6.8.4 bookkeeping."""
+        if self._last_rx_us is None or now_us > self._last_rx_us:
+            self._last_rx_us = now_us
+
+    def start_poll(self, now_us: int) -> None:
+        """Verify connectivity with a Poll Sequence (§6.5, §6.6); only meaningful while Up.
+
+        In Demand mode this is the only thing that detects a silent peer: if no
+        Final arrives within the Detection Time the session goes Down (§6.8.4).
+        """
+        if self._state == State.UP and not self._poll_active:
+            self._poll_queued = True
+        self._settle(now_us)
+
+    # --- read-only view (stats) ---------------------------------------------------
+
+    @property
+    def config(self) -> SessionConfig:
+        return self._config
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def remote_state(self) -> State:
+        return self._remote_state
+
+    @property
+    def local_diag(self) -> Diag:
+        return self._local_diag
+
+    @property
+    def remote_diag(self) -> Diag | int:
+        return self._remote_diag
+
+    @property
+    def local_discr(self) -> int:
+        return self._local_discr
+
+    @property
+    def remote_discr(self) -> int:
+        return self._remote_discr
+
+    @property
+    def remote_min_rx_us(self) -> int:
+        return self._remote_min_rx_us
+
+    @property
+    def remote_desired_tx_us(self) -> int:
+        return self._remote_desired_tx_us
+
+    @property
+    def remote_detect_mult(self) -> int:
+        return self._remote_detect_mult
+
+    @property
+    def remote_min_echo_rx_us(self) -> int:
+        return self._remote_min_echo_rx_us
+
+    @property
+    def remote_demand(self) -> bool:
+        return self._remote_demand
+
+    @property
+    def desired_min_tx_us(self) -> int:
+        """bfd.DesiredMinTxInterval as advertised now (≥ 1 s while not Up)."""
+        return self._adv_tx_us
+
+    @property
+    def required_min_rx_us(self) -> int:
+        """bfd.RequiredMinRxInterval as advertised now."""
+        return self._adv_rx_us
+
+    @property
+    def tx_interval_us(self) -> int:
+        """Negotiated periodic interval before jitter (§6.8.7): the slower side wins."""
+        return max(self._eff_tx_us, self._remote_min_rx_us)
+
+    @property
+    def detect_time_us(self) -> int:
+        """Current Detection Time (§6.8.4); 0 while nothing has been heard from the peer."""
+        if self._local_demand_active():
+            # Demand mode: our own rate and multiplier, since the peer is silent between Polls.
+            return self._config.detect_mult * self.tx_interval_us
+        return self._remote_detect_mult * max(self._eff_rx_us, self._remote_desired_tx_us)
+
+    @property
+    def poll_active(self) -> bool:
+        return self._poll_active
+
+    @property
+    def rx_packets(self) -> int:
+        return self._rx_packets
+
+    @property
+    def tx_packets(self) -> int:
+        return self._tx_packets
+
+    @property
+    def flaps(self) -> int:
+        return self._flaps
+
+    @property
+    def up_since_us(self) -> int:
+        return self._up_since_us
+
+    @property
+    def last_rx_us(self) -> int:
+        return 0 if self._last_rx_us is None else self._last_rx_us
+
+    # --- reception checks (pure: they must not touch the session) ------------------
+
+    def _check_ttl(self, ttl: int | None) -> None:
+        if ttl is None:
+            return
+        if self._config.multihop:
+            # RFC 5883 §5: the hop count is unknown, so only a floor can be enforced.
+            if ttl < self._config.minimum_ttl:
+                raise Rejected("ttl", f"{ttl} < minimum {self._config.minimum_ttl}")
+        elif ttl != _SINGLE_HOP_TTL:
+            raise Rejected("ttl", f"{ttl} != {_SINGLE_HOP_TTL}")
+
+    def _check_discriminators(self, pkt: ControlPacket) -> None:
+        if pkt.your_discr not in (0, self._local_discr):
+            raise Rejected("your_discr", f"{pkt.your_discr} is not ours ({self._local_discr})")
+        # §6.8.6; the decoder checks this too, but accepting it here would let a
+        # stray Up packet move a Down/Init session.
+        if pkt.your_discr == 0 and pkt.state not in (State.DOWN, State.ADMIN_DOWN):
+            raise Rejected("your_discr", f"zero in state {pkt.state.name}")
+
+    def _check_auth(self, pkt: ControlPacket, raw: bytes, now_us: int) -> int | None:
+        """§6.7 acceptance; returns the sequence number to record, if the type has one."""
+        want = self._config.auth
+        got = pkt.auth
+        if want is None:
+            if got is not None:
+                raise Rejected("auth_unexpected", f"A bit set, type {int(got.type)}")
+            return None
+        if got is None:
+            raise Rejected("auth_missing", f"{want.type.name} configured")
+        if got.type != want.type:
+            raise Rejected("auth_type", f"got {int(got.type)}, want {int(want.type)}")
+        if got.key_id != want.key_id:
+            raise Rejected("auth_key_id", f"got {got.key_id}, want {want.key_id}")
+        sequence = got.sequence if want.keyed else None
+        if want.keyed:
+            if sequence is None:
+                raise Rejected("auth_sequence", "keyed auth without a sequence number")
+            if self._seq_known_at(now_us) and not sequence_in_window(
+                sequence, self._rcv_seq, pkt.detect_mult, meticulous=want.meticulous
+            ):
+                raise Rejected("auth_sequence", f"{sequence} outside window after {self._rcv_seq}")
+        # The RFC sets bfd.AuthSeqKnown before checking the digest; doing it only
+        # after (in receive) keeps a forged packet from moving the window.
+        if not verify_auth(raw, pkt, want.secret):
+            raise Rejected("auth_digest", f"{want.type.name} key {want.key_id}")
+        return sequence
+
+    def _seq_known_at(self, now_us: int) -> bool:
+        deadline = self._auth_seq_deadline()
+        return self._seq_known and (deadline is None or now_us < deadline)
+
+    # --- §6.2 state machine ---------------------------------------------------------
+
+    def _run_state_machine(self, received: State, now_us: int) -> None:
+        state = self._state
+        if received == State.ADMIN_DOWN:
+            if state != State.DOWN:
+                self._change_state(State.DOWN, Diag.NEIGHBOR_SIGNALED_SESSION_DOWN, now_us)
+        elif state == State.DOWN:
+            if received == State.DOWN:
+                self._change_state(State.INIT, self._local_diag, now_us)
+            elif received == State.INIT:
+                # Becoming Up has no failure to report, so the diag is cleared (as FRR does).
+                self._change_state(State.UP, Diag.NONE, now_us)
+        elif state == State.INIT:
+            if received in (State.INIT, State.UP):
+                self._change_state(State.UP, Diag.NONE, now_us)
+        elif received == State.DOWN:  # we are Up
+            self._change_state(State.DOWN, Diag.NEIGHBOR_SIGNALED_SESSION_DOWN, now_us)
+
+    def _change_state(self, new: State, diag: Diag, now_us: int) -> None:
+        old = self._state
+        if new == old:
+            return
+        self._state = new
+        self._local_diag = diag
+        if old == State.UP:
+            self._flaps += 1
+            self._up_since_us = 0
+        if new == State.UP:
+            self._up_since_us = now_us
+        else:
+            # Polls only guard timer changes of an Up session; leaving Up ends them.
+            self._poll_active = False
+            self._poll_queued = False
+            self._poll_first_tx_us = None
+            self._poll_ended_us = None
+        self._events.append(StateChanged(old, new, diag, now_us))
+        # §6.8.7: a packet whose contents differ SHOULD go out between periodic ones.
+        self._transition_pending = True
+
+    def _expire_detection(self, now_us: int) -> None:
+        self._remote_discr = 0
+        if self._state in (State.INIT, State.UP):
+            self._change_state(State.DOWN, Diag.CONTROL_DETECTION_TIME_EXPIRED, now_us)
+
+    # --- timers, polls and transmission ----------------------------------------------
+
+    def _settle(self, now_us: int, *, answer_poll: bool = False) -> None:
+        """Bring timers, polls and the transmit schedule in line with the current state."""
+        self._apply_timer_targets()
+        if self._state == State.UP and not self._poll_active and self._content_needs_poll():
+            self._poll_queued = True
+        if self._poll_queued and not self._poll_active and self._may_start_poll(now_us):
+            self._begin_poll()
+        self._reschedule_tx(now_us)
+        if answer_poll:
+            # §6.8.6: answer at once, whatever the timers say; it also carries any new state.
+            self._transition_pending = False
+            self._transmit(now_us, final=True)
+        elif self._transition_pending:
+            self._transition_pending = False
+            self._transmit(now_us, final=False)
+            if self._next_tx_us is not None:
+                self._next_tx_us = now_us + self._jittered_interval()
+
+    def _timer_targets(self) -> tuple[int, int]:
+        cfg = self._config
+        tx = cfg.min_tx_us if self._state == State.UP else max(cfg.min_tx_us, SLOW_TX_US)
+        return tx, cfg.min_rx_us
+
+    def _apply_timer_targets(self) -> None:
+        tx, rx = self._timer_targets()
+        if self._state != State.UP:
+            # §6.8.3's delayed-effect rules protect an Up session only; otherwise effective at once.
+            self._adv_tx_us = self._eff_tx_us = tx
+            self._adv_rx_us = self._eff_rx_us = rx
+        elif (tx, rx) != (self._adv_tx_us, self._adv_rx_us):
+            # §6.8.3: a change while Up needs a Poll; one at a time, the next waits its turn.
+            self._poll_queued = True
+
+    def _content_needs_poll(self) -> bool:
+        content = self._content()
+        # §6.6: flipping D must be acknowledged, and with Demand mode active on
+        # either side any change in contents must be pushed through a Poll.
+        if content.demand != self._last_sent_demand:
+            return True
+        return self._demand_on_either_side() and content != self._last_content
+
+    def _may_start_poll(self, now_us: int) -> bool:
+        if self._state != State.UP:
+            return False
+        # §6.8.3: a Final that answers an older Poll must not end a newer one, so
+        # wait for a packet without F or for a transmit interval (≥ a round trip).
+        if self._poll_ended_us is None or self._f_clear_since_poll:
+            return True
+        return now_us >= self._poll_ended_us + self.tx_interval_us
+
+    def _begin_poll(self) -> None:
+        tx, rx = self._timer_targets()
+        # §6.8.3: a faster TX or a slower RX is safe to use at once; a slower TX
+        # waits for the Final so the peer's Detection Time grows first, and a
+        # faster RX waits so the peer is already sending faster when ours shrinks.
+        self._eff_tx_us = min(tx, self._eff_tx_us)
+        self._eff_rx_us = max(rx, self._eff_rx_us)
+        self._adv_tx_us, self._adv_rx_us = tx, rx
+        self._poll_active = True
+        self._poll_queued = False
+        self._poll_first_tx_us = None
+
+    def _end_poll(self, now_us: int) -> None:
+        self._poll_active = False
+        self._poll_first_tx_us = None
+        self._eff_tx_us, self._eff_rx_us = self._adv_tx_us, self._adv_rx_us
+        self._poll_ended_us = now_us
+        self._f_clear_since_poll = False
+
+    def _local_demand_active(self) -> bool:
+        # We ask for Demand mode and both ends are Up, so the peer has stopped
+        # its periodic packets (§6.6).
+        return self._config.demand and self._state == State.UP and self._remote_state == State.UP
+
+    def _remote_demand_active(self) -> bool:
+        return self._remote_demand and self._state == State.UP and self._remote_state == State.UP
+
+    def _demand_on_either_side(self) -> bool:
+        return self._local_demand_active() or self._remote_demand_active()
+
+    def _periodic_allowed(self) -> bool:
+        # §6.8.7: a passive system stays silent until it knows the peer's discriminator.
+        if self._config.passive and self._remote_discr == 0:
+            return False
+        # §6.8.7: the peer asked for no periodic packets at all.
+        if self._remote_min_rx_us == 0:
+            return False
+        # §6.6/§6.8.7: the peer is in Demand mode; only a Poll Sequence is sent.
+        return not (self._remote_demand_active() and not self._poll_active)
+
+    def _tx_external(self) -> bool:
+        return self.periodic_tx_external and self._state == State.UP and not self._poll_active
+
+    def _jittered_interval(self) -> int:
+        return jittered(self.tx_interval_us, self._config.detect_mult, self._rng)
+
+    def _reschedule_tx(self, now_us: int) -> None:
+        if not self._periodic_allowed():
+            self._next_tx_us = None
+            self._sched_key = None
+            return
+        key = (self.tx_interval_us, self._config.detect_mult == 1)
+        if self._next_tx_us is not None and key == self._sched_key:
+            # A slot missed while the kernel sent for us is due now, not in the past.
+            self._next_tx_us = max(self._next_tx_us, now_us)
+            return
+        self._sched_key = key
+        if self._last_tx_us is None:
+            self._next_tx_us = now_us
+        else:
+            # §6.8.3/§6.8.7: measured from the last packet, so a shorter interval is
+            # honoured at once and a longer one is never undercut.
+            self._next_tx_us = max(now_us, self._last_tx_us + self._jittered_interval())
+
+    def _service_tx(self, now_us: int) -> None:
+        if self._next_tx_us is None or now_us < self._next_tx_us or self._tx_external():
+            return
+        self._transmit(now_us, final=False)
+        self._next_tx_us = now_us + self._jittered_interval()
+
+    def _content(self) -> ControlPacket:
+        """The packet we would send, minus P, F and authentication (§6.8.7)."""
+        cfg = self._config
+        return ControlPacket(
+            state=self._state,
+            my_discr=self._local_discr,
+            your_discr=self._remote_discr,
+            diag=self._local_diag,
+            detect_mult=cfg.detect_mult,
+            desired_min_tx_us=self._adv_tx_us,
+            required_min_rx_us=self._adv_rx_us,
+            # RFC 5883 §3: no Echo over multiple hops, so never invite it.
+            required_min_echo_rx_us=0 if cfg.multihop else cfg.echo_us,
+            # §6.8.7: D only when Demand mode is wanted and both ends are Up.
+            demand=self._local_demand_active(),
+        )
+
+    def _transmit(self, now_us: int, *, final: bool) -> None:
+        # §6.8.7: a passive system stays silent until it knows the peer's discriminator.
+        if self._config.passive and self._remote_discr == 0:
+            return
+        content = self._content()
+        # §6.5: never both P and F on one packet.
+        poll = self._poll_active and not final
+        auth = self._config.auth
+        secret = None
+        pkt_auth = None
+        if auth is not None:
+            secret = auth.secret
+            # The digest is computed by the encoder from the secret.
+            pkt_auth = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
+        pkt = replace(content, poll=poll, final=final, auth=pkt_auth)
+        self._outbox.append(encode_control(pkt, secret=secret))
+        self._tx_packets += 1
+        if auth is not None and auth.keyed:
+            # §6.7.3: required per packet for meticulous, allowed for plain keyed.
+            self._xmit_seq = next_sequence(self._xmit_seq)
+        if poll and self._poll_first_tx_us is None:
+            self._poll_first_tx_us = now_us
+        self._last_content = content
+        self._last_sent_demand = content.demand
+        if not final:
+            # Finals are outside the periodic schedule (§6.5), so they do not restart it.
+            self._last_tx_us = now_us
+
+    # --- deadlines --------------------------------------------------------------------
+
+    def _tx_deadline(self) -> int | None:
+        return None if self._tx_external() else self._next_tx_us
+
+    def _detection_deadline(self) -> int | None:
+        if self.detection_external or self._state not in (State.INIT, State.UP):
+            return None
+        detect = self.detect_time_us
+        if detect <= 0:
+            return None
+        if self._local_demand_active():
+            # §6.8.4: in Demand mode only an unanswered Poll can time out.
+            if self._poll_active and self._poll_first_tx_us is not None:
+                return self._poll_first_tx_us + detect
+            return None
+        return None if self._last_rx_us is None else self._last_rx_us + detect
+
+    def _remote_discr_deadline(self) -> int | None:
+        # In Init/Up the detection timer covers this (and clears the discriminator);
+        # in Demand mode the peer is legitimately silent for long stretches.
+        if self._state in (State.INIT, State.UP) or self._remote_discr == 0 or self._last_rx_us is None:
+            return None
+        detect = self.detect_time_us
+        return self._last_rx_us + detect if detect > 0 else None
+
+    def _auth_seq_deadline(self) -> int | None:
+        if not self._seq_known or self._last_rx_us is None:
+            return None
+        detect = self.detect_time_us
+        return self._last_rx_us + 2 * detect if detect > 0 else None
+
+    def _queued_poll_deadline(self) -> int | None:
+        if not self._poll_queued or self._poll_active or self._state != State.UP:
+            return None
+        if self._poll_ended_us is None or self._f_clear_since_poll:
+            return None  # nothing to wait for; _settle starts it at once
+        return self._poll_ended_us + self.tx_interval_us
