@@ -16,6 +16,7 @@ import pytest
 
 from harness import netns
 from harness.capture import Capture
+from harness.engine import EngineProcess
 from harness.frr import Frr
 from harness.netns import Namespace, Topology
 
@@ -93,3 +94,20 @@ def capture_factory(tmp_path: Path) -> Iterator:
     finally:
         for c in made:
             c.stop()
+
+
+@pytest.fixture
+def engine_factory(tmp_path: Path) -> Iterator:
+    """Start ``xdp-bfd`` in a namespace: ``engine_factory(ns, [args...])``; always stopped."""
+    made: list[EngineProcess] = []
+
+    def make(ns: Namespace, args: list[str]) -> EngineProcess:
+        e = EngineProcess(ns, args, tmp_path).start()
+        made.append(e)
+        return e
+
+    try:
+        yield make
+    finally:
+        for e in made:
+            e.cleanup()

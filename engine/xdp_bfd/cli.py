@@ -1,10 +1,202 @@
-"""Command line entry point (placeholder until the engine lands)."""
+"""``xdp-bfd`` command line (the contract in DESIGN.md) and process setup.
+
+Exit codes: 0 clean, 2 usage, 75 handed over, 1 anything else — always with
+one line on stderr saying why.
+"""
 
 from __future__ import annotations
 
+import argparse
+import ctypes
+import ipaddress
+import logging
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_HANDED_OVER = 75
+
+DEFAULT_DPLANE_PORT = 50700
+DEFAULT_STATS_PATH = "/tmp/bfd_tx_stats.json"  # the operator manual reads it from here
+
+log = logging.getLogger("xdp_bfd")
+
+
+class UsageError(Exception):
+    """A bad argument: reported in one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class DplaneAddress:
+    """A bfdd ``--dplaneaddr``-style address: ipv4:/ipv6:/unix: (+ the bfdd-side spelling)."""
+
+    kind: str  # "ipv4", "ipv6" or "unix"
+    host: str  # address or socket path
+    port: int = DEFAULT_DPLANE_PORT
+
+    @property
+    def display(self) -> str:
+        if self.kind == "unix":
+            return self.host
+        if self.kind == "ipv6":
+            return f"[{self.host}]:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    def bfdd_client_form(self) -> str:
+        """What bfdd needs to connect to us (listen mode): ``ipv4c:…``."""
+        return f"{self.kind}c:{self.display}"
+
+
+def parse_dplane_address(text: str) -> DplaneAddress:
+    kind, sep, rest = text.partition(":")
+    if not sep or kind not in ("ipv4", "ipv6", "unix"):
+        raise UsageError(
+            f"dataplane address {text!r}: expected ipv4:ADDR[:PORT], ipv6:[ADDR][:PORT] or unix:PATH"
+        )
+    if kind == "unix":
+        if not rest:
+            raise UsageError(f"dataplane address {text!r}: empty socket path")
+        return DplaneAddress("unix", rest, 0)
+    port = DEFAULT_DPLANE_PORT
+    if kind == "ipv6":
+        if not rest.startswith("["):
+            raise UsageError(f"dataplane address {text!r}: IPv6 addresses go in brackets, ipv6:[::1]:50700")
+        host, _, tail = rest[1:].partition("]")
+        if tail:
+            if not tail.startswith(":"):
+                raise UsageError(f"dataplane address {text!r}: expected ]:PORT")
+            port = _port(tail[1:], text)
+    else:
+        host, sep, p = rest.partition(":")
+        if sep:
+            port = _port(p, text)
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(f"dataplane address {text!r}: {host!r} is not an IP address") from None
+    if addr.version != (6 if kind == "ipv6" else 4):
+        raise UsageError(f"dataplane address {text!r}: {host} is not an {kind} address")
+    return DplaneAddress(kind, str(addr), port)
+
+
+def _port(text: str, whole: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise UsageError(f"dataplane address {whole!r}: port must be 1-65535")
+    return int(text)
+
+
+def _positive_int(name: str, allow_zero: bool = True) -> object:
+    def conv(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, not {text!r}") from None
+        if v < 0 or (v == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"{name} must be {'≥ 0' if allow_zero else '> 0'}")
+        return v
+
+    return conv
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line, exit 2 (argparse prints the whole usage block otherwise).
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="xdp-bfd", description="BFD engine with an XDP fast path")
+    p.add_argument("local", nargs="?", help="local address of a standalone session")
+    p.add_argument("peer", nargs="?", help="peer address of a standalone session")
+    p.add_argument("--sessions", type=Path, metavar="FILE", help="YAML list of sessions (SIGHUP reloads)")
+    dp = p.add_mutually_exclusive_group()
+    dp.add_argument("--dplane", type=_positive_int("--dplane", False), metavar="PORT",
+                    help="short for --dplane-listen ipv4:127.0.0.1:PORT")  # fmt: skip
+    dp.add_argument("--dplane-listen", metavar="ADDR", help="listen for bfdd (bfdd: ipv4c:ADDR)")
+    dp.add_argument("--dplane-connect", metavar="ADDR", help="connect to a listening bfdd (bfdd: ipv4:ADDR)")
+    p.add_argument("--kernel-tx", metavar="IF[,IF...]", help="attach the XDP fast path to these interfaces")
+    p.add_argument("--xdp-mode", choices=("auto", "native", "generic"), default="auto")
+    p.add_argument("--stats-dump", type=Path, default=Path(DEFAULT_STATS_PATH), metavar="PATH",
+                   help=f"where SIGUSR1 writes the stats JSON (default {DEFAULT_STATS_PATH})")  # fmt: skip
+    p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics")
+    p.add_argument("--dp-hold", type=_positive_int("--dp-hold"), default=0, metavar="SEC")
+    p.add_argument("--pin", type=Path, metavar="BPFFS_DIR")
+    p.add_argument("--deadman-us", type=_positive_int("--deadman-us"), default=3_000_000, metavar="USEC")
+    p.add_argument(
+        "--demand-poll-us", type=_positive_int("--demand-poll-us"), default=1_000_000, metavar="USEC"
+    )
+    p.add_argument("--sched-deadline", metavar="RUNTIME_US/PERIOD_US")
+    p.add_argument("--spread-pass", action="store_true")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--version", action="version", version=f"xdp-bfd {__version__}")
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    if (args.local is None) != (args.peer is None):
+        raise UsageError("give both LOCAL_IP and PEER_IP, or neither")
+    if args.local is not None:
+        for what in ("local", "peer"):
+            try:
+                setattr(args, what, ipaddress.ip_address(getattr(args, what)))
+            except ValueError:
+                raise UsageError(f"{getattr(args, what)!r} is not an IP address") from None
+        if args.local.version != args.peer.version:
+            raise UsageError("LOCAL_IP and PEER_IP must be the same address family")
+    args.dplane_mode = None
+    if args.dplane is not None:
+        args.dplane_mode, args.dplane_addr = "listen", DplaneAddress("ipv4", "127.0.0.1", args.dplane)
+    elif args.dplane_listen:
+        args.dplane_mode, args.dplane_addr = "listen", parse_dplane_address(args.dplane_listen)
+    elif args.dplane_connect:
+        args.dplane_mode, args.dplane_addr = "connect", parse_dplane_address(args.dplane_connect)
+    args.kernel_tx = [i for i in (args.kernel_tx or "").split(",") if i]
+    if args.sched_deadline is not None:
+        runtime, sep, period = args.sched_deadline.partition("/")
+        if not (sep and runtime.isdigit() and period.isdigit() and 0 < int(runtime) <= int(period)):
+            raise UsageError("--sched-deadline wants RUNTIME_US/PERIOD_US with 0 < runtime ≤ period")
+        args.sched_deadline = (int(runtime), int(period))
+    if args.local is None and args.sessions is None and args.dplane_mode is None:
+        raise UsageError("nothing to do: give LOCAL_IP PEER_IP, --sessions FILE or a dataplane option")
+    return args
+
+
+def set_process_name(name: bytes = b"xdp-bfd") -> None:
+    """``pkill -x xdp-bfd`` must reach us however we were started (python -m, a venv shim…)."""
+    pr_set_name = 15
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_name, ctypes.c_char_p(name), 0, 0, 0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("xdp-bfd: engine not built yet", file=sys.stderr)
-    return 1
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(argv)
+    except UsageError as e:
+        print(f"xdp-bfd: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
+    set_process_name()
+    from .engine import EngineError, run  # noqa: PLC0415  (keeps --help fast, bcc out of usage errors)
+
+    try:
+        return run(args)
+    except EngineError as e:
+        log.error("xdp-bfd: %s", e)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as e:
+        log.error("xdp-bfd: internal error: %s: %s", type(e).__name__, e)
+        log.debug("traceback", exc_info=True)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

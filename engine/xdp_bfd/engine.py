@@ -1,0 +1,413 @@
+"""The event loop: sockets, signals and timers around the sans-I/O sessions.
+
+One thread, one ``selectors`` loop. Session timers sit in a heap keyed by
+deadline, so a wake-up costs O(log n) in the sessions that are due, never a
+scan of all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import ipaddress
+import logging
+import os
+import random
+import resource
+import selectors
+import signal
+import socket
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .cli import EXIT_OK
+from .config import ConfigError, load_sessions
+from .netio import PORT_MULTIHOP, PORT_SINGLE_HOP, Datagram, Receiver, SourcePorts, Transmitter
+from .session import Rejected, Session, SessionConfig, SessionKey, StateChanged
+from .stats import DIAG_NAMES, STATE_NAMES, sched_description, wall_clock_of, write_atomic
+from .wire.control import CodecError, State, decode_control
+
+log = logging.getLogger("xdp_bfd")
+
+# How long SIGTERM waits for the AdminDown packets to leave (they are sent at once;
+# this only bounds a send queue that is full).
+ADMIN_DOWN_FLUSH_S = 0.05
+
+
+class EngineError(Exception):
+    """A reason to stop, reported as one line."""
+
+
+def now_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+@dataclass
+class Entry:
+    """One live session and what the shell keeps beside it."""
+
+    session: Session
+    tx: Transmitter
+    origin: str  # "cli", "file" or "dplane"
+    scheduled: int | None = None
+    user_tx_packets: int = 0
+    drops: Counter = field(default_factory=Counter)
+
+
+class Engine:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rng = random.Random()
+        self.sessions: dict[int, Entry] = {}
+        self.by_key: dict[SessionKey, int] = {}
+        self.timers: list[tuple[int, int]] = []
+        self.drops: Counter = Counter()
+        self.ports = SourcePorts()
+        self.receivers: list[Receiver] = []
+        self.selector = selectors.DefaultSelector()
+        self.stop_requested = False
+        self.pending_signals: list[int] = []
+        self._next_discr = self.rng.randrange(1, 1 << 31)
+        self._wake_r, self._wake_w = socket.socketpair()
+
+    # -- setup -----------------------------------------------------------------
+
+    def open_receivers(self) -> None:
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for port in (PORT_SINGLE_HOP, PORT_MULTIHOP):
+                try:
+                    r = Receiver(family, port)
+                except OSError as e:
+                    if family == socket.AF_INET6 and e.errno in (97, 99):  # no IPv6 on this host
+                        log.warning("bfd: IPv6 unavailable (%s); serving IPv4 only", e.strerror)
+                        continue
+                    raise EngineError(f"cannot bind UDP port {port}: {e.strerror}") from None
+                self.receivers.append(r)
+                self.selector.register(r, selectors.EVENT_READ, r)
+
+    def install_signals(self) -> None:
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, self._on_signal)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        # Handlers only record; the loop acts, so no handler races a half-done update.
+        self.pending_signals.append(signum)
+
+    # -- sessions --------------------------------------------------------------
+
+    def allocate_discr(self) -> int:
+        while True:
+            d = self._next_discr
+            self._next_discr = self._next_discr % 0xFFFFFFFF + 1
+            if d not in self.sessions:
+                return d
+
+    def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> Entry:
+        now = now_us()
+        tx = Transmitter(
+            self.ports,
+            local=config.local,
+            peer=config.peer,
+            interface=config.interface,
+            multihop=config.multihop,
+        )
+        d = discr if discr is not None else self.allocate_discr()
+        entry = Entry(Session(config, d, now_us=now, rng=self.rng), tx, origin)
+        self.sessions[d] = entry
+        self.by_key[config.key()] = d
+        log.info(
+            "session: %s -> %s%s%s added (discriminator %d, source port %d)",
+            config.local or "*",
+            config.peer,
+            f" on {config.interface}" if config.interface else "",
+            " multihop" if config.multihop else "",
+            d,
+            tx.sport,
+        )
+        self.service(entry, now)
+        return entry
+
+    def remove_session(self, discr: int, *, admin_down: bool = True) -> None:
+        entry = self.sessions.pop(discr, None)
+        if entry is None:
+            return
+        s = entry.session
+        self.by_key.pop(s.config.key(), None)
+        if admin_down and s.state != State.ADMIN_DOWN:
+            # Tell the peer this is deliberate (§6.8.16) rather than let it time out.
+            s.admin_down(now_us())
+            for pkt in s.datagrams_to_send(now_us()):
+                entry.tx.send(pkt)
+        entry.tx.close()
+        log.info("session: %s -> %s removed", s.config.local or "*", s.config.peer)
+
+    def update_session(self, discr: int, config: SessionConfig) -> None:
+        entry = self.sessions[discr]
+        if entry.session.config == config:
+            return
+        now = now_us()
+        entry.session.set_config(config, now)
+        self.service(entry, now)
+
+    def apply_session_list(self, configs: list[SessionConfig], origin: str) -> None:
+        """Make the sessions of ``origin`` exactly ``configs``: add, change, remove; leave the rest alone."""
+        wanted = {c.key(): c for c in configs}
+        for d, entry in list(self.sessions.items()):
+            if entry.origin == origin and entry.session.config.key() not in wanted:
+                self.remove_session(d)
+        for key, cfg in wanted.items():
+            d = self.by_key.get(key)
+            if d is None:
+                self.add_session(cfg, origin)
+            elif self.sessions[d].origin == origin:
+                self.update_session(d, cfg)
+            else:
+                log.warning("session: %s -> %s already comes from %s; ignored", cfg.local, cfg.peer, origin)
+
+    def service(self, entry: Entry, now: int) -> None:
+        """After any input to a session: send what it queued, report events, reschedule."""
+        s = entry.session
+        for pkt in s.datagrams_to_send(now):
+            if entry.tx.send(pkt):
+                entry.user_tx_packets += 1
+        while (ev := s.next_event()) is not None:
+            self.on_state_change(entry, ev)
+        deadline = s.get_timer()
+        if deadline is not None and deadline != entry.scheduled:
+            entry.scheduled = deadline
+            heapq.heappush(self.timers, (deadline, s.local_discr))
+
+    def on_state_change(self, entry: Entry, ev: StateChanged) -> None:
+        c = entry.session.config
+        log.info(
+            "session: %s -> %s%s %s -> %s (diag %s)",
+            c.local or "*",
+            c.peer,
+            f" on {c.interface}" if c.interface else "",
+            STATE_NAMES[ev.old],
+            STATE_NAMES[ev.new],
+            DIAG_NAMES.get(ev.diag, str(int(ev.diag))),
+        )
+
+    # -- input -----------------------------------------------------------------
+
+    def find(self, dg: Datagram, your_discr: int) -> Entry | None:
+        if your_discr:
+            entry = self.sessions.get(your_discr)
+            # The discriminator finds the session; the addresses must still be its
+            # peer's, or anyone who learned a discriminator could drive the session.
+            if entry is not None and entry.session.config.peer != dg.src:
+                return None
+            return entry
+        ifname = _ifname(dg.ifindex) if not dg.multihop else None
+        for key in (
+            (dg.dst, dg.src, ifname, dg.multihop),
+            (None, dg.src, ifname, dg.multihop),
+            (dg.dst, dg.src, None, dg.multihop),
+            (None, dg.src, None, dg.multihop),
+        ):
+            d = self.by_key.get(key)
+            if d is not None:
+                return self.sessions[d]
+        return None
+
+    def on_datagram(self, dg: Datagram, now: int) -> None:
+        try:
+            pkt = decode_control(dg.data)
+        except CodecError as e:
+            self.drops[e.reason] += 1
+            return
+        entry = self.find(dg, pkt.your_discr)
+        if entry is None:
+            self.drops["your_discr" if pkt.your_discr else "no_session"] += 1
+            return
+        try:
+            entry.session.receive(pkt, dg.data, now, ttl=dg.ttl)
+        except Rejected as e:
+            self.drops[e.reason] += 1
+            entry.drops[e.reason] += 1
+            return
+        self.service(entry, now)
+
+    # -- the loop --------------------------------------------------------------
+
+    def run_timers(self, now: int) -> None:
+        while self.timers and self.timers[0][0] <= now:
+            deadline, d = heapq.heappop(self.timers)
+            entry = self.sessions.get(d)
+            if entry is None or entry.scheduled != deadline:
+                continue  # stale heap entry: the session was rescheduled or removed
+            entry.scheduled = None
+            entry.session.handle_timer(now)
+            self.service(entry, now)
+
+    def timeout_s(self, now: int) -> float | None:
+        if not self.timers:
+            return None
+        return max(0.0, (self.timers[0][0] - now) / 1e6)
+
+    def handle_signals(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_r.recv(64):
+                pass
+        sigs, self.pending_signals = self.pending_signals, []
+        for sig in sigs:
+            if sig in (signal.SIGTERM, signal.SIGINT):
+                self.stop_requested = True
+            elif sig == signal.SIGUSR1:
+                self.dump_stats()
+            elif sig == signal.SIGHUP:
+                self.reload()
+
+    def reload(self) -> None:
+        if self.args.sessions is None:
+            log.info("reload: no --sessions file to reload")
+            return
+        try:
+            configs = load_sessions(self.args.sessions)
+        except ConfigError as e:
+            log.error("reload: %s; keeping the running sessions unchanged", e)
+            return
+        self.apply_session_list(configs, "file")
+        log.info("reload: %s applied (%d sessions)", self.args.sessions, len(configs))
+
+    def loop(self) -> None:
+        while not self.stop_requested:
+            now = now_us()
+            self.run_timers(now)
+            for key, _ in self.selector.select(self.timeout_s(now_us())):
+                if key.data is None:
+                    self.handle_signals()
+                else:
+                    now = now_us()
+                    for dg in key.data.drain():
+                        self.on_datagram(dg, now)
+            if self.pending_signals:
+                self.handle_signals()
+
+    def shutdown(self) -> None:
+        for d in list(self.sessions):
+            self.remove_session(d, admin_down=True)
+        for r in self.receivers:
+            r.close()
+
+    # -- stats -----------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        now = now_us()
+        sessions = []
+        for entry in self.sessions.values():
+            s = entry.session
+            c = s.config
+            sessions.append(
+                {
+                    "local": str(c.local) if c.local else None,
+                    "peer": str(c.peer),
+                    "ifname": c.interface,
+                    "multihop": c.multihop,
+                    "local_discr": s.local_discr,
+                    "remote_discr": s.remote_discr,
+                    "state": STATE_NAMES[s.state],
+                    "remote_state": STATE_NAMES[s.remote_state],
+                    "diag": DIAG_NAMES.get(s.local_diag, str(int(s.local_diag))),
+                    "tx_interval_us": s.tx_interval_us,
+                    "detect_time_us": s.detect_time_us,
+                    "rx_packets": s.rx_packets,
+                    "kernel_tx_packets": 0,
+                    "user_tx_packets": entry.user_tx_packets,
+                    "last_rx_age_us": (now - s.last_rx_us) if s.last_rx_us else None,
+                    "last_ktx_age_us": None,
+                    "flaps": s.flaps,
+                    "up_since": round(wall_clock_of(s.up_since_us, now), 3) if s.up_since_us else 0,
+                    "origin": entry.origin,
+                    "drops": dict(entry.drops),
+                }
+            )
+        return {
+            "version": 1,
+            "generated_at": round(time.time(), 3),
+            "pid": os.getpid(),
+            "engine_version": __version__,
+            "kernel_tx": False,
+            "xdp": None,
+            "dplane": None,
+            "deadman_us": self.args.deadman_us,
+            "sched": sched_description(),
+            "sessions_configured": len(self.sessions),
+            "sessions_up": sum(1 for e in self.sessions.values() if e.session.state == State.UP),
+            "counters": {"xdp_tx": 0, "xdp_pass": 0, "drop": dict(self.drops)},
+            "sessions": sessions,
+        }
+
+    def dump_stats(self) -> None:
+        path: Path = self.args.stats_dump
+        try:
+            write_atomic(path, self.stats())
+        except OSError as e:
+            log.error("stats: cannot write %s: %s", path, e.strerror)
+
+
+def _ifname(ifindex: int) -> str | None:
+    if not ifindex:
+        return None
+    try:
+        return socket.if_indextoname(ifindex)
+    except OSError:
+        return None
+
+
+def _raise_nofile() -> None:
+    # One socket per session: 4096 sessions need more than the default 1024 fds.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]]:
+    out: list[tuple[SessionConfig, str]] = []
+    if args.local is not None:
+        out.append((SessionConfig(local=args.local, peer=args.peer), "cli"))
+    if args.sessions is not None:
+        try:
+            out += [(c, "file") for c in load_sessions(args.sessions)]
+        except ConfigError as e:
+            raise EngineError(str(e)) from None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kernel_tx:
+        raise EngineError("--kernel-tx: the XDP fast path is not built into this engine yet")
+    if args.dplane_mode is not None:
+        raise EngineError("the bfdd dataplane is not built into this engine yet")
+    sessions = initial_sessions(args)  # a bad file fails before anything is bound
+    _raise_nofile()
+    engine = Engine(args)
+    engine.install_signals()
+    engine.open_receivers()
+    try:
+        for cfg, origin in sessions:
+            if cfg.key() in engine.by_key:
+                raise EngineError(f"session {cfg.local} -> {cfg.peer} given twice")
+            try:
+                engine.add_session(cfg, origin)
+            except OSError as e:
+                raise EngineError(f"session {cfg.local} -> {cfg.peer}: {e.strerror or e}") from None
+        log.info("bfd: serving %d sessions in software", len(engine.sessions))
+        engine.loop()
+    finally:
+        engine.shutdown()
+    return EXIT_OK
+
+
+__all__ = ["Engine", "EngineError", "ipaddress", "run"]

@@ -1,0 +1,199 @@
+"""Sockets for BFD in software: receive on 3784/4784 with the TTL, send per session.
+
+RFC 5881/5883: control packets go out with TTL (hop limit) 255 from a source
+port in 49152-65535 that stays fixed for the session; single-hop sessions
+are bound to their interface. Receive sockets report the TTL and the arrival
+interface and local address of every datagram so the engine can apply GTSM and
+demultiplex without trusting anything in the payload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+PORT_SINGLE_HOP = 3784
+PORT_MULTIHOP = 4784
+PORT_ECHO = 3785
+# The operator manual keeps 65472-65535 free of ip_local_reserved_ports for us:
+# allocate from the top so the first 64 sessions land there, then go below.
+SOURCE_PORT_FIRST, SOURCE_PORT_LAST = 49152, 65535
+
+# Linux values; older Pythons lack some of these names.
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)
+IP_RECVTTL = getattr(socket, "IP_RECVTTL", 12)
+IP_TTL = socket.IP_TTL
+IPV6_RECVPKTINFO = getattr(socket, "IPV6_RECVPKTINFO", 49)
+IPV6_PKTINFO = getattr(socket, "IPV6_PKTINFO", 50)
+IPV6_RECVHOPLIMIT = getattr(socket, "IPV6_RECVHOPLIMIT", 51)
+IPV6_HOPLIMIT = getattr(socket, "IPV6_HOPLIMIT", 52)
+SO_BINDTODEVICE = getattr(socket, "SO_BINDTODEVICE", 25)
+TOS_CS6 = 0xC0  # network control, as bfdd sends
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+RECV_BATCH = 256  # datagrams per wake-up, so one flooded socket cannot starve the timers
+
+
+@dataclass(frozen=True)
+class Datagram:
+    data: bytes
+    src: Address
+    sport: int
+    dst: Address
+    ifindex: int
+    ttl: int | None
+    multihop: bool
+
+
+class Receiver:
+    """One wildcard socket for (family, port); :meth:`drain` returns what has arrived."""
+
+    def __init__(self, family: int, port: int) -> None:
+        self.family, self.port = family, port
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                s.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
+                s.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1)
+                s.bind(("::", port))
+            else:
+                s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+                s.setsockopt(socket.IPPROTO_IP, IP_RECVTTL, 1)
+                s.bind(("0.0.0.0", port))
+            s.setblocking(False)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def drain(self) -> list[Datagram]:
+        out: list[Datagram] = []
+        for _ in range(RECV_BATCH):
+            try:
+                data, anc, _flags, addr = self.sock.recvmsg(512, 256)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                # ICMP errors surface on the next recv; they say nothing about BFD.
+                if e.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+                    continue
+                raise
+            out.append(self._datagram(data, anc, addr))
+        return out
+
+    def _datagram(self, data: bytes, anc: list, addr: tuple) -> Datagram:
+        ttl: int | None = None
+        dst: Address | None = None
+        ifindex = 0
+        for level, kind, value in anc:
+            if level == socket.IPPROTO_IP and kind == IP_TTL:
+                ttl = int.from_bytes(value[:4], "little") if len(value) >= 4 else value[0]
+            elif level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(value) >= 12:
+                ifindex = struct.unpack_from("=i", value)[0]
+                dst = ipaddress.IPv4Address(value[8:12])
+            elif level == socket.IPPROTO_IPV6 and kind == IPV6_HOPLIMIT:
+                ttl = struct.unpack_from("=i", value)[0]
+            elif level == socket.IPPROTO_IPV6 and kind == IPV6_PKTINFO and len(value) >= 20:
+                dst = ipaddress.IPv6Address(value[:16])
+                ifindex = struct.unpack_from("=I", value, 16)[0]
+        src = ipaddress.ip_address(addr[0].split("%", 1)[0])
+        if dst is None:
+            dst = ipaddress.ip_address("::" if self.family == socket.AF_INET6 else "0.0.0.0")
+        return Datagram(data, src, addr[1], dst, ifindex, ttl, self.port == PORT_MULTIHOP)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class SourcePorts:
+    """Hands out per-session source ports; the kernel arbitrates with EADDRINUSE."""
+
+    def __init__(self) -> None:
+        self.used: set[int] = set()
+
+    def candidates(self) -> Iterator[int]:
+        return (p for p in range(SOURCE_PORT_LAST, SOURCE_PORT_FIRST - 1, -1) if p not in self.used)
+
+    def release(self, port: int) -> None:
+        self.used.discard(port)
+
+
+class Transmitter:
+    """The socket one session sends from: fixed source port, TTL 255, bound to its interface."""
+
+    def __init__(
+        self,
+        ports: SourcePorts,
+        *,
+        local: Address | None,
+        peer: Address,
+        interface: str | None,
+        multihop: bool,
+        dport: int | None = None,
+    ) -> None:
+        self.family = socket.AF_INET6 if peer.version == 6 else socket.AF_INET
+        self.peer = peer
+        self.dport = dport or (PORT_MULTIHOP if multihop else PORT_SINGLE_HOP)
+        self.ifindex = socket.if_nametoindex(interface) if interface else 0
+        self._ports = ports
+        s = socket.socket(self.family, socket.SOCK_DGRAM)
+        try:
+            if self.family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 255)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, TOS_CS6)
+            else:
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 255)
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, TOS_CS6)
+            if interface and not multihop:
+                s.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, interface.encode())
+            self.sport = self._bind(s, local)
+            s.setblocking(False)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+    def _bind(self, s: socket.socket, local: Address | None) -> int:
+        host = str(local) if local is not None else ("::" if self.family == socket.AF_INET6 else "0.0.0.0")
+        for port in self._ports.candidates():
+            try:
+                if self.family == socket.AF_INET6:
+                    s.bind((host, port, 0, self.ifindex if local is not None and local.is_link_local else 0))
+                else:
+                    s.bind((host, port))
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    continue
+                raise
+            self._ports.used.add(port)
+            return port
+        raise OSError(errno.EADDRINUSE, "no free BFD source port in 49152-65535")
+
+    def send(self, data: bytes) -> bool:
+        dest: tuple = (str(self.peer), self.dport)
+        if self.family == socket.AF_INET6:
+            dest = (str(self.peer), self.dport, 0, self.ifindex if self.peer.is_link_local else 0)
+        try:
+            self.sock.sendto(data, dest)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            # No route / link down: BFD's answer to that is detection, not an exception.
+            return False
+        return True
+
+    def close(self) -> None:
+        self._ports.release(self.sport)
+        with contextlib.suppress(OSError):
+            self.sock.close()

@@ -1,0 +1,57 @@
+"""The stats JSON (contract in DESIGN.md), written atomically on SIGUSR1."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .wire.control import Diag, State
+
+STATE_NAMES = {State.ADMIN_DOWN: "admin_down", State.DOWN: "down", State.INIT: "init", State.UP: "up"}
+DIAG_NAMES = {
+    Diag.NONE: "none",
+    Diag.CONTROL_DETECTION_TIME_EXPIRED: "control_detection_time_expired",
+    Diag.ECHO_FUNCTION_FAILED: "echo_function_failed",
+    Diag.NEIGHBOR_SIGNALED_SESSION_DOWN: "neighbor_signaled_session_down",
+    Diag.FORWARDING_PLANE_RESET: "forwarding_plane_reset",
+    Diag.PATH_DOWN: "path_down",
+    Diag.CONCATENATED_PATH_DOWN: "concatenated_path_down",
+    Diag.ADMINISTRATIVELY_DOWN: "administratively_down",
+    Diag.REVERSE_CONCATENATED_PATH_DOWN: "reverse_concatenated_path_down",
+}
+
+SCHED_POLICIES = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
+
+
+def sched_description(pid: int = 0) -> str:
+    """How the loop is scheduled, as the stats report it: ``other``, ``fifo 60``, ``deadline 1000/10000``."""
+    policy = os.sched_getscheduler(pid)
+    name = SCHED_POLICIES.get(policy, str(policy))
+    if name in ("fifo", "rr"):
+        return f"{name} {os.sched_getparam(pid).sched_priority}"
+    return name
+
+
+def write_atomic(path: Path, doc: dict[str, Any]) -> None:
+    """Readers never see a half-written file: temp file in the same directory, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with __import__("contextlib").suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def wall_clock_of(mono_us: int, now_mono_us: int) -> float:
+    """Epoch seconds of a monotonic timestamp (for ``up_since``)."""
+    return time.time() - (now_mono_us - mono_us) / 1e6

@@ -1,0 +1,101 @@
+"""The engine under test as a real process (``xdp-bfd`` from the venv) in a namespace."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .netns import Namespace
+from .wait import wait_until
+
+XDP_BFD = str(Path(sys.executable).with_name("xdp-bfd"))
+
+
+class EngineProcess:
+    """``xdp-bfd ARGS`` inside ``ns``; stderr goes to a log file the test can read."""
+
+    def __init__(self, ns: Namespace, args: list[str], workdir: Path) -> None:
+        self.ns, self.args, self.workdir = ns, args, workdir
+        self.stats_path = workdir / f"stats-{ns.name}.json"
+        self.log_path = workdir / f"engine-{ns.name}-{time.monotonic_ns()}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> EngineProcess:
+        full = [XDP_BFD, *self.args]
+        if "--stats-dump" not in self.args:
+            full += ["--stats-dump", str(self.stats_path)]
+        self._log = self.log_path.open("w")
+        self.proc = self.ns.popen(full, stdout=self._log, stderr=subprocess.STDOUT)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_log(self, text: str, *, timeout: float = 10.0) -> str:
+        def probe() -> str | None:
+            if self.proc is not None and self.proc.poll() is not None and text not in self.log():
+                raise AssertionError(
+                    f"engine exited ({self.proc.returncode}) before logging {text!r}:\n{self.log()}"
+                )
+            return next((line for line in self.log().splitlines() if text in line), None)
+
+        return wait_until(probe, timeout=timeout, what=f"engine log line {text!r}")
+
+    def stats(self, *, timeout: float = 5.0) -> dict:
+        """Signal SIGUSR1 and return the file written after the signal."""
+        before = self.stats_path.stat().st_mtime_ns if self.stats_path.exists() else 0
+        sent = time.time()
+        self.signal(signal.SIGUSR1)
+
+        def fresh() -> dict | None:
+            if not self.stats_path.exists() or self.stats_path.stat().st_mtime_ns == before:
+                return None
+            doc = json.loads(self.stats_path.read_text())
+            return doc if doc["generated_at"] >= sent - 0.01 else None
+
+        return wait_until(fresh, timeout=timeout, what="a fresh stats dump")
+
+    def session(self, peer: str, *, timeout: float = 5.0) -> dict:
+        for s in self.stats(timeout=timeout)["sessions"]:
+            if s["peer"] == peer:
+                return s
+        raise LookupError(f"no session with peer {peer}")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, *, timeout: float = 10.0) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._log.close()
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.signal(signal.SIGTERM)
+        try:
+            return self.wait_exit(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.wait_exit(timeout=10)
+
+    def cleanup(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
