@@ -37,7 +37,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _leftovers() -> list[str]:
     found = [f"namespace {n}" for n in netns.ours() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
     out = subprocess.run(
-        ["pgrep", "-a", "-f", "/run/xdp-bfd-tests/"], capture_output=True, text=True, check=False
+        # Only this run's: another run on the machine may be mid-test.
+        ["pgrep", "-a", "-f", f"/run/xdp-bfd-tests/{netns.PREFIX}{os.getpid()}-"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     found += [f"process {line}" for line in out.stdout.splitlines()]
     return found
