@@ -201,14 +201,18 @@ class Engine:
     # -- input -----------------------------------------------------------------
 
     def find(self, dg: Datagram, your_discr: int) -> Entry | None:
+        ifname = _ifname(dg.ifindex) if not dg.multihop else None
         if your_discr:
             entry = self.sessions.get(your_discr)
-            # The discriminator finds the session; the addresses must still be its
-            # peer's, or anyone who learned a discriminator could drive the session.
-            if entry is not None and entry.session.config.peer != dg.src:
+            if entry is None:
+                return None
+            # The discriminator finds the session; the path must still be its
+            # own (peer address, hop mode, interface), or anyone who learned a
+            # discriminator could drive the session from elsewhere.
+            c = entry.session.config
+            if c.peer != dg.src or c.multihop != dg.multihop or (c.interface and c.interface != ifname):
                 return None
             return entry
-        ifname = _ifname(dg.ifindex) if not dg.multihop else None
         for key in (
             (dg.dst, dg.src, ifname, dg.multihop),
             (None, dg.src, ifname, dg.multihop),
