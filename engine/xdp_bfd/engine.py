@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import heapq
-import ipaddress
 import logging
 import os
 import random
@@ -20,6 +19,7 @@ import signal
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,8 @@ class Entry:
     origin: str  # "cli", "file" or "dplane"
     scheduled: int | None = None
     user_tx_packets: int = 0
+    user_tx_bytes: int = 0
+    rx_bytes: int = 0
     drops: Counter = field(default_factory=Counter)
 
 
@@ -66,6 +68,14 @@ class Engine:
         self.sessions: dict[int, Entry] = {}
         self.by_key: dict[SessionKey, int] = {}
         self.timers: list[tuple[int, int]] = []
+        # Callbacks at a time (dataplane reconnects, hold deadlines…): (deadline, seq, fn).
+        self.calls: list[tuple[int, int, Callable[[int], None]]] = []
+        self._call_seq = 0
+        # Told of every state change; the dataplane reports them to bfdd.
+        self.state_listeners: list[Callable[[Entry, StateChanged], None]] = []
+        # Extra top-level sections of the stats JSON ("dplane", "xdp"…), filled at dump time.
+        self.stats_sections: dict[str, Callable[[], Any]] = {}
+        self.closers: list[Callable[[], None]] = []
         self.drops: Counter = Counter()
         self.ports = SourcePorts()
         self.receivers: list[Receiver] = []
@@ -88,7 +98,7 @@ class Engine:
                         continue
                     raise EngineError(f"cannot bind UDP port {port}: {e.strerror}") from None
                 self.receivers.append(r)
-                self.selector.register(r, selectors.EVENT_READ, r)
+                self.add_reader(r.sock, lambda now, r=r: self._drain(r, now))
 
     def install_signals(self) -> None:
         self._wake_r.setblocking(False)
@@ -96,7 +106,22 @@ class Engine:
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
-        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self.add_reader(self._wake_r, lambda _now: self.handle_signals())
+
+    # -- hooks for the other parts of the engine ---------------------------------
+
+    def add_reader(self, sock: Any, callback: Callable[[int], None]) -> None:
+        """Call ``callback(now_us)`` whenever ``sock`` is readable."""
+        self.selector.register(sock, selectors.EVENT_READ, callback)
+
+    def remove_reader(self, sock: Any) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(sock)
+
+    def call_at(self, deadline_us: int, callback: Callable[[int], None]) -> None:
+        """Call ``callback(now_us)`` once, at or after ``deadline_us`` (monotonic µs)."""
+        self._call_seq += 1
+        heapq.heappush(self.calls, (deadline_us, self._call_seq, callback))
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         # Handlers only record; the loop acts, so no handler races a half-done update.
@@ -179,6 +204,7 @@ class Engine:
         for pkt in s.datagrams_to_send(now):
             if entry.tx.send(pkt):
                 entry.user_tx_packets += 1
+                entry.user_tx_bytes += len(pkt)
         while (ev := s.next_event()) is not None:
             self.on_state_change(entry, ev)
         deadline = s.get_timer()
@@ -197,6 +223,8 @@ class Engine:
             STATE_NAMES[ev.new],
             DIAG_NAMES.get(ev.diag, str(int(ev.diag))),
         )
+        for listener in self.state_listeners:
+            listener(entry, ev)
 
     # -- input -----------------------------------------------------------------
 
@@ -240,11 +268,19 @@ class Engine:
             self.drops[e.reason] += 1
             entry.drops[e.reason] += 1
             return
+        entry.rx_bytes += len(dg.data)
         self.service(entry, now)
 
     # -- the loop --------------------------------------------------------------
 
+    def _drain(self, receiver: Receiver, now: int) -> None:
+        for dg in receiver.drain():
+            self.on_datagram(dg, now)
+
     def run_timers(self, now: int) -> None:
+        while self.calls and self.calls[0][0] <= now:
+            _, _, fn = heapq.heappop(self.calls)
+            fn(now)
         while self.timers and self.timers[0][0] <= now:
             deadline, d = heapq.heappop(self.timers)
             entry = self.sessions.get(d)
@@ -255,9 +291,10 @@ class Engine:
             self.service(entry, now)
 
     def timeout_s(self, now: int) -> float | None:
-        if not self.timers:
+        heads = [h[0][0] for h in (self.timers, self.calls) if h]
+        if not heads:
             return None
-        return max(0.0, (self.timers[0][0] - now) / 1e6)
+        return max(0.0, (min(heads) - now) / 1e6)
 
     def handle_signals(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -289,16 +326,13 @@ class Engine:
             now = now_us()
             self.run_timers(now)
             for key, _ in self.selector.select(self.timeout_s(now_us())):
-                if key.data is None:
-                    self.handle_signals()
-                else:
-                    now = now_us()
-                    for dg in key.data.drain():
-                        self.on_datagram(dg, now)
+                key.data(now_us())
             if self.pending_signals:
                 self.handle_signals()
 
     def shutdown(self) -> None:
+        for close in reversed(self.closers):
+            close()
         for d in list(self.sessions):
             self.remove_session(d, admin_down=True)
         for r in self.receivers:
@@ -350,7 +384,7 @@ class Engine:
             "sessions_up": sum(1 for e in self.sessions.values() if e.session.state == State.UP),
             "counters": {"xdp_tx": 0, "xdp_pass": 0, "drop": dict(self.drops)},
             "sessions": sessions,
-        }
+        } | {name: fn() for name, fn in self.stats_sections.items()}
 
     def dump_stats(self) -> None:
         path: Path = self.args.stats_dump
@@ -392,8 +426,6 @@ def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]
 def run(args: argparse.Namespace) -> int:
     if args.kernel_tx:
         raise EngineError("--kernel-tx: the XDP fast path is not built into this engine yet")
-    if args.dplane_mode is not None:
-        raise EngineError("the bfdd dataplane is not built into this engine yet")
     sessions = initial_sessions(args)  # a bad file fails before anything is bound
     _raise_nofile()
     engine = Engine(args)
@@ -408,10 +440,16 @@ def run(args: argparse.Namespace) -> int:
             except OSError as e:
                 raise EngineError(f"session {cfg.local} -> {cfg.peer}: {e.strerror or e}") from None
         log.info("bfd: serving %d sessions in software", len(engine.sessions))
+        if args.dplane_mode is not None:
+            from .dplane import Dataplane  # noqa: PLC0415
+
+            dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)
+            dataplane.start()
+            engine.closers.append(dataplane.close)
         engine.loop()
     finally:
         engine.shutdown()
     return EXIT_OK
 
 
-__all__ = ["Engine", "EngineError", "ipaddress", "run"]
+__all__ = ["Engine", "EngineError", "run"]
