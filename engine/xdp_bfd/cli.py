@@ -10,6 +10,7 @@ import argparse
 import ctypes
 import ipaddress
 import logging
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"xdp-bfd: {e}", file=sys.stderr)
         return EXIT_USAGE
+    # Until the loop installs its handlers, a stats or reload request must not
+    # kill the process (SIGUSR1's and SIGHUP's default action is to terminate).
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
     set_process_name()
     from .engine import EngineError, run  # noqa: PLC0415  (keeps --help fast, bcc out of usage errors)

@@ -54,6 +54,8 @@ class EngineProcess:
 
     def stats(self, *, timeout: float = 5.0) -> dict:
         """Signal SIGUSR1 and return the file written after the signal."""
+        # SIGUSR1's default action kills: wait until the engine says it serves.
+        self.wait_log("bfd: serving", timeout=timeout + 10)
         before = self.stats_path.stat().st_mtime_ns if self.stats_path.exists() else 0
         sent = time.time()
         self.signal(signal.SIGUSR1)
