@@ -28,6 +28,7 @@ from . import __version__
 from .cli import EXIT_OK
 from .config import ConfigError, load_sessions
 from .netio import PORT_MULTIHOP, PORT_SINGLE_HOP, Datagram, Receiver, SourcePorts, Transmitter
+from .offload import Offload
 from .session import Rejected, Session, SessionConfig, SessionKey, StateChanged
 from .stats import DIAG_NAMES, STATE_NAMES, sched_description, wall_clock_of, write_atomic
 from .wire.control import CodecError, State, decode_control
@@ -59,6 +60,13 @@ class Entry:
     user_tx_bytes: int = 0
     rx_bytes: int = 0
     drops: Counter = field(default_factory=Counter)
+    last_rx_raw: bytes = b""  # the last packet the session accepted (the fast path's "expect")
+    # Fast-path bookkeeping (see offload.py); slot is None without --kernel-tx.
+    slot: int | None = None
+    offloaded: bool = False
+    epoch: int = 0
+    detect_armed: bool = False
+    kcfg: dict[str, Any] | None = None
 
 
 class Engine:
@@ -76,6 +84,7 @@ class Engine:
         # Extra top-level sections of the stats JSON ("dplane", "xdp"…), filled at dump time.
         self.stats_sections: dict[str, Callable[[], Any]] = {}
         self.closers: list[Callable[[], None]] = []
+        self.offload: Offload | None = None
         self.drops: Counter = Counter()
         self.ports = SourcePorts()
         self.receivers: list[Receiver] = []
@@ -149,6 +158,8 @@ class Engine:
         entry = Entry(Session(config, d, now_us=now, rng=self.rng), tx, origin)
         self.sessions[d] = entry
         self.by_key[config.key()] = d
+        if self.offload is not None:
+            self.offload.added(entry)
         log.info(
             "session: %s -> %s%s%s added (discriminator %d, source port %d)",
             config.local or "*",
@@ -167,6 +178,8 @@ class Engine:
             return
         s = entry.session
         self.by_key.pop(s.config.key(), None)
+        if self.offload is not None:
+            self.offload.removed(entry)
         if admin_down and s.state != State.ADMIN_DOWN:
             # Tell the peer this is deliberate (§6.8.16) rather than let it time out.
             s.admin_down(now_us())
@@ -207,6 +220,8 @@ class Engine:
                 entry.user_tx_bytes += len(pkt)
         while (ev := s.next_event()) is not None:
             self.on_state_change(entry, ev)
+        if self.offload is not None:
+            self.offload.sync(entry)
         deadline = s.get_timer()
         if deadline is not None and deadline != entry.scheduled:
             entry.scheduled = deadline
@@ -269,6 +284,7 @@ class Engine:
             entry.drops[e.reason] += 1
             return
         entry.rx_bytes += len(dg.data)
+        entry.last_rx_raw = dg.data
         self.service(entry, now)
 
     # -- the loop --------------------------------------------------------------
@@ -331,17 +347,20 @@ class Engine:
                 self.handle_signals()
 
     def shutdown(self) -> None:
-        for close in reversed(self.closers):
-            close()
+        # Sessions first: their AdminDown leaves while the maps still exist;
+        # then the dataplane and the fast path (which detaches XDP).
         for d in list(self.sessions):
             self.remove_session(d, admin_down=True)
+        for close in reversed(self.closers):
+            close()
         for r in self.receivers:
             r.close()
 
     # -- stats -----------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        now = now_us()
+        now_ns = time.monotonic_ns()
+        now = now_ns // 1000
         sessions = []
         for entry in self.sessions.values():
             s = entry.session
@@ -370,7 +389,9 @@ class Engine:
                     "drops": dict(entry.drops),
                 }
             )
-        return {
+            if self.offload is not None:
+                self.offload.session_stats(entry, sessions[-1], now_ns)
+        doc = {
             "version": 1,
             "generated_at": round(time.time(), 3),
             "pid": os.getpid(),
@@ -385,6 +406,9 @@ class Engine:
             "counters": {"xdp_tx": 0, "xdp_pass": 0, "drop": dict(self.drops)},
             "sessions": sessions,
         } | {name: fn() for name, fn in self.stats_sections.items()}
+        if self.offload is not None:
+            self.offload.stats(doc)
+        return doc
 
     def dump_stats(self) -> None:
         path: Path = self.args.stats_dump
@@ -423,15 +447,30 @@ def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]
     return out
 
 
+def start_fast_path(engine: Engine, args: argparse.Namespace) -> None:
+    from .kernel import FastPath, KernelError  # noqa: PLC0415  (bcc only with --kernel-tx)
+
+    log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
+    try:
+        fp = FastPath(args.deadman_us)
+        engine.closers.append(fp.close)
+        for ifname in args.kernel_tx:
+            fp.attach(ifname, args.xdp_mode)
+        fp.start_sweep()
+    except KernelError as e:
+        raise EngineError(str(e)) from None
+    engine.offload = Offload(engine, fp)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.kernel_tx:
-        raise EngineError("--kernel-tx: the XDP fast path is not built into this engine yet")
     sessions = initial_sessions(args)  # a bad file fails before anything is bound
     _raise_nofile()
     engine = Engine(args)
     engine.install_signals()
-    engine.open_receivers()
     try:
+        if args.kernel_tx:
+            start_fast_path(engine, args)
+        engine.open_receivers()
         for cfg, origin in sessions:
             if cfg.key() in engine.by_key:
                 raise EngineError(f"session {cfg.local} -> {cfg.peer} given twice")
@@ -439,7 +478,11 @@ def run(args: argparse.Namespace) -> int:
                 engine.add_session(cfg, origin)
             except OSError as e:
                 raise EngineError(f"session {cfg.local} -> {cfg.peer}: {e.strerror or e}") from None
-        log.info("bfd: serving %d sessions in software", len(engine.sessions))
+        log.info(
+            "bfd: serving %d sessions %s",
+            len(engine.sessions),
+            "with the XDP fast path" if engine.offload else "in software",
+        )
         if args.dplane_mode is not None:
             from .dplane import Dataplane  # noqa: PLC0415
 

@@ -116,11 +116,15 @@ class Session:
 
     # --- the caller's API -------------------------------------------------------
 
-    def receive(self, pkt: ControlPacket, raw: bytes, now_us: int, *, ttl: int | None = None) -> None:
+    def receive(
+        self, pkt: ControlPacket, raw: bytes, now_us: int, *, ttl: int | None = None, final_sent: bool = False
+    ) -> None:
         """Process one decoded packet addressed to this session (§6.8.6 from the session checks on).
 
         ``raw`` is the packet as received (needed for digest checks). ``ttl`` is
-        the IP TTL / Hop Limit, or None when the caller cannot tell. Raises
+        the IP TTL / Hop Limit, or None when the caller cannot tell.
+        ``final_sent`` says the fast path already answered this packet's Poll
+        with a Final, so the session must not send a second one. Raises
         :class:`Rejected` for a discarded packet, in which case nothing changed.
         """
         self._check_ttl(ttl)
@@ -153,7 +157,7 @@ class Session:
             self._settle(now_us)
             return
         self._run_state_machine(pkt.state, now_us)
-        self._settle(now_us, answer_poll=pkt.poll)
+        self._settle(now_us, answer_poll=pkt.poll and not final_sent)
 
     def handle_timer(self, now_us: int) -> None:
         """Do whatever is due at ``now_us``: detection, bookkeeping resets, transmission."""
@@ -560,6 +564,14 @@ class Session:
             return
         self._transmit(now_us, final=False)
         self._next_tx_us = now_us + self._jittered_interval()
+
+    def current_packet(self) -> ControlPacket:
+        """What a periodic packet carries now, without P, F or authentication.
+
+        The fast path answers the peer from this template, so it must stay
+        byte-identical to what :meth:`datagrams_to_send` would produce.
+        """
+        return self._content()
 
     def _content(self) -> ControlPacket:
         """The packet we would send, minus P, F and authentication (§6.8.7)."""

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The one ABI between the XDP fast path and the engine.
+ *
+ * Both sides compile from this file: the kernel programs include it, and the
+ * engine reads every map layout through bcc's generated ctypes (map Key/Leaf
+ * types), never through a second hand-written copy. The counter list is an
+ * X-macro so the engine can read the names from here as well.
+ */
+#ifndef BFD_ABI_H
+#define BFD_ABI_H
+
+#ifndef BFD_MAX_SESSIONS
+#define BFD_MAX_SESSIONS 4096
+#endif
+
+#define BFD_PORT_CONTROL 3784
+#define BFD_PORT_MULTIHOP 4784
+#define BFD_PORT_ECHO 3785
+#define BFD_CONTROL_LEN 24
+
+/* struct bfd_cfg.flags */
+#define BFD_CFG_ACTIVE 0x01   /* slot holds a session */
+#define BFD_CFG_KTX 0x02      /* answer the peer from XDP (session Up, timers clockable) */
+#define BFD_CFG_DETECT 0x04   /* the sweep watches this session (Init or Up) */
+#define BFD_CFG_AUTH 0x08     /* packets must carry the A bit; never answered in the kernel */
+#define BFD_CFG_ECHO 0x10     /* reflect the peer's echo packets */
+
+/* struct bfd_event.type */
+#define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
+#define BFD_EV_POLL 2         /* a Poll answered with Final in XDP; pkt holds it */
+
+/*
+ * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in
+ * the order the checks run.
+ */
+#define BFD_COUNTERS(X)                   \
+	X(XDP_TX, xdp_tx)                 \
+	X(XDP_PASS, xdp_pass)             \
+	X(ECHO_TX, echo_tx)               \
+	X(TX_EARLY, tx_early)             \
+	X(DROP_IP_OPTIONS, ip_options)    \
+	X(DROP_FRAGMENT, fragment)        \
+	X(DROP_TTL, ttl)                  \
+	X(DROP_SHORT, short)              \
+	X(DROP_VERSION, version)          \
+	X(DROP_LENGTH, length)            \
+	X(DROP_DETECT_MULT, detect_mult)  \
+	X(DROP_MULTIPOINT, multipoint)    \
+	X(DROP_MY_DISCR, my_discr)        \
+	X(DROP_YOUR_DISCR, your_discr)    \
+	X(DROP_YOUR_DISCR_ZERO, your_discr_zero) \
+	X(DROP_NO_SESSION, no_session)    \
+	X(DROP_PATH, path)                \
+	X(DROP_MIN_TTL, min_ttl)          \
+	X(DROP_AUTH_UNEXPECTED, auth_unexpected) \
+	X(DROP_AUTH_MISSING, auth_missing) \
+	X(DROP_ECHO_UNKNOWN, echo_unknown)
+
+#define BFD_X_ENUM(idx, name) BFD_C_##idx,
+enum bfd_counter { BFD_COUNTERS(BFD_X_ENUM) BFD_C_MAX };
+#undef BFD_X_ENUM
+
+/* Demultiplexing key: addresses are 16 bytes, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d). */
+struct bfd_key {
+	__u8 local[16];
+	__u8 peer[16];
+	__u32 ifindex;    /* 0: any interface (multihop, or single-hop not bound to one) */
+	__u8 multihop;
+	__u8 pad[3];
+};
+
+/* Echo packets are matched by the peer alone (their destination is not ours for IPv4). */
+struct bfd_echo_key {
+	__u8 peer[16];
+	__u32 ifindex;
+};
+
+/* What the engine decides for a session. Written by userspace only. */
+struct bfd_cfg {
+	__u32 flags;
+	__u32 local_discr;
+	__u8 peer[16];          /* the path a packet must come from, whatever found it */
+	__u32 ifindex;          /* 0: any */
+	__u32 epoch;            /* bumped when detection is (re)armed */
+	__u64 min_gap_ns;       /* 0.75 x the negotiated interval: earlier replies are skipped */
+	__u64 detect_ns;        /* the session's detection time */
+	__u16 sport;            /* our source port, network order */
+	__u16 dport;            /* 3784 or 4784, network order */
+	__u8 multihop;
+	__u8 min_ttl;
+	__u8 pad[2];
+	__u8 reply[BFD_CONTROL_LEN];  /* our Up packet; your_discr is filled from the peer's */
+	__u8 expect[BFD_CONTROL_LEN]; /* the peer's steady packet: anything else goes up */
+};
+
+/* What the kernel saw. Written by the kernel only (counters atomically). */
+struct bfd_state {
+	__u64 last_rx_ns;
+	__u64 last_ktx_ns;
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 ktx_packets;
+	__u64 ktx_bytes;
+	__u64 echo_packets;
+	__u64 early_skips;
+	__u32 expired_epoch;    /* == cfg.epoch once the sweep has reported this silence */
+	__u32 pad;
+};
+
+/* Global knobs, written by userspace. */
+struct bfd_gate {
+	__u64 heartbeat_ns;     /* last sign of life from the engine's loop */
+	__u64 deadman_ns;       /* 0: no dead-man gate */
+	__u32 nslots;           /* the sweep looks at slots [0, nslots) */
+	__u32 pad;
+};
+
+struct bfd_event {
+	__u32 type;
+	__u32 slot;
+	__u32 local_discr;
+	__u32 epoch;
+	__u64 now_ns;
+	__u64 last_rx_ns;
+	__u32 ifindex;
+	__u8 ttl;
+	__u8 pad[3];
+	__u8 pkt[BFD_CONTROL_LEN];
+};
+
+#endif /* BFD_ABI_H */

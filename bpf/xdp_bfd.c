@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The BFD fast path: validate every BFD packet in the driver, stamp its arrival
+ * for the kernel's detection sweep, and answer an Up session's peer by turning
+ * its own frame into our reply (XDP_TX), so our transmit clock is the peer's
+ * and no userspace wake-up is needed per packet.
+ *
+ * Verdicts: non-BFD traffic is passed untouched; a packet that breaks a rule
+ * is dropped here with its own counter (never passed up: a forged packet once
+ * overwrote live session state that way); a valid packet the fast path cannot
+ * answer (session not Up, changed contents, authentication, dead-man gate
+ * closed) is passed to the engine's socket.
+ */
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/if_ether.h>
+#include <uapi/linux/in.h>
+#include <uapi/linux/ip.h>
+#include <uapi/linux/ipv6.h>
+#include <uapi/linux/udp.h>
+
+#include "maps.h"
+
+#define ETH_P_8021Q_BE 0x0081   /* htons(0x8100) */
+#define ETH_P_IP_BE 0x0008
+#define ETH_P_IPV6_BE 0xDD86
+#define BFD_FLAG_POLL 0x20
+#define BFD_FLAG_FINAL 0x10
+#define BFD_FLAG_AUTH 0x04
+#define BFD_FLAG_MULTIPOINT 0x01
+#define BFD_STATE_UP 3
+
+/*
+ * Offsets kept in a struct reach the verifier as unbounded scalars, and the
+ * compiler deletes a mask it can prove redundant. Hide the value from the
+ * compiler so the mask survives and the verifier sees the bound.
+ */
+static __always_inline __u32 bounded(__u32 off, __u32 mask)
+{
+	asm volatile("" : "+r"(off));
+	return off & mask;
+}
+
+struct parsed {
+	__u32 l3;          /* offset of the IP header */
+	__u32 l4;          /* offset of the UDP header */
+	__u8 v6;
+	__u8 ttl;
+	__u16 dport;       /* host order */
+	struct bfd_key key;  /* local = destination, peer = source */
+};
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = counters.lookup(&idx);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int drop(__u32 reason)
+{
+	count(reason);
+	return XDP_DROP;
+}
+
+static __always_inline void v4_mapped(__u8 *out, __be32 addr)
+{
+	__builtin_memset(out, 0, 10);
+	out[10] = 0xff;
+	out[11] = 0xff;
+	__builtin_memcpy(out + 12, &addr, 4);
+}
+
+static __always_inline int same16(const __u8 *a, const __u8 *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
+static __always_inline __u16 fold(__u64 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+static __always_inline __u64 sum16(const __u8 *p, int words)
+{
+	const __u16 *w = (const __u16 *)p;
+	__u64 s = 0;
+
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		if (i < words)
+			s += w[i];
+	return s;
+}
+
+/*
+ * Ethernet (one optional 802.1Q tag), IPv4 without options or IPv6, UDP.
+ * Returns 1 for a BFD port, 0 for anything else (passed untouched), or a
+ * negative counter index for a BFD packet to drop.
+ */
+static __always_inline int parse(struct xdp_md *ctx, struct parsed *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u16 proto;
+	__u32 off = sizeof(*eth);
+	struct udphdr *udp;
+
+	if ((void *)(eth + 1) > end)
+		return 0;
+	proto = eth->h_proto;
+	if (proto == ETH_P_8021Q_BE) {
+		__u16 *inner = data + off + 2;
+
+		if ((void *)(inner + 1) > end)
+			return 0;
+		proto = *inner;
+		off += 4;
+	}
+	p->l3 = off;
+	if (proto == ETH_P_IP_BE) {
+		struct iphdr *ip = data + off;
+		__u32 ihl;
+
+		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP)
+			return 0;
+		ihl = (ip->ihl & 0xf) * 4;
+		if (ihl < sizeof(*ip))
+			return 0;
+		/* Non-first fragments carry no UDP header to match on. */
+		if (ip->frag_off & bpf_htons(0x1fff))
+			return 0;
+		udp = data + off + ihl;
+		if ((void *)(udp + 1) > end)
+			return 0;
+		p->dport = bpf_ntohs(udp->dest);
+		if (p->dport != BFD_PORT_CONTROL && p->dport != BFD_PORT_MULTIHOP && p->dport != BFD_PORT_ECHO)
+			return 0;
+		/* Options push UDP to a variable offset; a BFD packet never needs them. */
+		if (ihl != sizeof(*ip))
+			return -BFD_C_DROP_IP_OPTIONS;
+		if (ip->frag_off & bpf_htons(0x2000))
+			return -BFD_C_DROP_FRAGMENT;
+		p->v6 = 0;
+		p->ttl = ip->ttl;
+		v4_mapped(p->key.local, ip->daddr);
+		v4_mapped(p->key.peer, ip->saddr);
+		p->l4 = off + sizeof(*ip);
+	} else if (proto == ETH_P_IPV6_BE) {
+		struct ipv6hdr *ip6 = data + off;
+
+		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
+			return 0;
+		udp = (void *)(ip6 + 1);
+		if ((void *)(udp + 1) > end)
+			return 0;
+		p->dport = bpf_ntohs(udp->dest);
+		if (p->dport != BFD_PORT_CONTROL && p->dport != BFD_PORT_MULTIHOP && p->dport != BFD_PORT_ECHO)
+			return 0;
+		p->v6 = 1;
+		p->ttl = ip6->hop_limit;
+		__builtin_memcpy(p->key.local, &ip6->daddr, 16);
+		__builtin_memcpy(p->key.peer, &ip6->saddr, 16);
+		p->l4 = off + sizeof(*ip6);
+	} else {
+		return 0;
+	}
+	p->key.multihop = p->dport == BFD_PORT_MULTIHOP;
+	p->key.ifindex = ctx->ingress_ifindex;
+	return 1;
+}
+
+/* Echo: reflect for a session we hold, at layer 2 (IPv4 self-addressed) or layer 3 (FRR's IPv6). */
+static __always_inline int echo(struct xdp_md *ctx, struct parsed *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct bfd_echo_key ek = {};
+	__u32 *slot;
+	__u8 mac[ETH_ALEN];
+
+	__builtin_memcpy(ek.peer, p->key.peer, 16);
+	ek.ifindex = p->key.ifindex;
+	slot = echo_peers.lookup(&ek);
+	if (!slot) {
+		ek.ifindex = 0;
+		slot = echo_peers.lookup(&ek);
+	}
+	if (!slot)
+		return drop(BFD_C_DROP_ECHO_UNKNOWN);
+	if ((void *)(eth + 1) > end)
+		return XDP_PASS;
+	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+	if (!same16(p->key.local, p->key.peer)) {
+		/* Addressed to us: send it back to its sender (the UDP checksum is unchanged by a swap). */
+		if (p->v6) {
+			struct ipv6hdr *ip6 = data + bounded(p->l3, 0x1f);
+
+			if ((void *)(ip6 + 1) > end)
+				return XDP_DROP;
+			__builtin_memcpy(&ip6->saddr, p->key.local, 16);
+			__builtin_memcpy(&ip6->daddr, p->key.peer, 16);
+		} else {
+			struct iphdr *ip = data + bounded(p->l3, 0x1f);
+
+			if ((void *)(ip + 1) > end)
+				return XDP_DROP;
+			__builtin_memcpy(&ip->saddr, p->key.local + 12, 4);
+			__builtin_memcpy(&ip->daddr, p->key.peer + 12, 4);
+		}
+	}
+	struct bfd_state *st = slot_state.lookup(slot);
+	if (st)
+		__sync_fetch_and_add(&st->echo_packets, 1);
+	count(BFD_C_ECHO_TX);
+	return XDP_TX;
+}
+
+/* Rewrite the frame in place into our reply: 24 bytes of BFD from the session's template. */
+static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bfd_cfg *c, __be32 peer_discr,
+				 int final)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 l3len = p->v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
+	__u32 want = p->l3 + l3len + sizeof(struct udphdr) + BFD_CONTROL_LEN;
+	__u32 have = end - data;
+	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > end)
+		return XDP_DROP;
+	__builtin_memcpy(smac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(dmac, eth->h_source, ETH_ALEN);
+	if (have > want && bpf_xdp_adjust_tail(ctx, (int)want - (int)have))
+		return XDP_PASS;
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > end)
+		return XDP_DROP;
+	__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
+
+	__u64 sum = bpf_htons(IPPROTO_UDP) + bpf_htons(sizeof(struct udphdr) + BFD_CONTROL_LEN);
+	struct udphdr *udp;
+	if (p->v6) {
+		struct ipv6hdr *ip6 = data + bounded(p->l3, 0x1f);
+
+		if ((void *)(ip6 + 1) > end)
+			return XDP_DROP;
+		ip6->payload_len = bpf_htons(sizeof(struct udphdr) + BFD_CONTROL_LEN);
+		ip6->hop_limit = 255;
+		__builtin_memcpy(&ip6->saddr, p->key.local, 16);
+		__builtin_memcpy(&ip6->daddr, p->key.peer, 16);
+		sum += sum16(p->key.local, 8) + sum16(p->key.peer, 8);
+		udp = (void *)(ip6 + 1);
+	} else {
+		struct iphdr *ip = data + bounded(p->l3, 0x1f);
+
+		if ((void *)(ip + 1) > end)
+			return XDP_DROP;
+		ip->tos = 0xc0;
+		ip->tot_len = bpf_htons(sizeof(*ip) + sizeof(struct udphdr) + BFD_CONTROL_LEN);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(0x4000);
+		ip->ttl = 255;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, p->key.local + 12, 4);
+		__builtin_memcpy(&ip->daddr, p->key.peer + 12, 4);
+		ip->check = fold(sum16((__u8 *)ip, 8) + sum16((__u8 *)ip + 16, 2));
+		sum += sum16(p->key.local + 12, 2) + sum16(p->key.peer + 12, 2);
+		udp = (void *)(ip + 1);
+	}
+	__u8 *bfd = (__u8 *)(udp + 1);
+	if ((void *)(bfd + BFD_CONTROL_LEN) > end)
+		return XDP_DROP;
+	udp->source = c->sport;
+	udp->dest = c->dport;
+	udp->len = bpf_htons(sizeof(struct udphdr) + BFD_CONTROL_LEN);
+	udp->check = 0;
+	__builtin_memcpy(bfd, c->reply, BFD_CONTROL_LEN);
+	__builtin_memcpy(bfd + 8, &peer_discr, 4);
+	if (final)
+		bfd[1] |= BFD_FLAG_FINAL;
+	/* Frames from local senders on veth carry only a partial checksum: compute it all. */
+	sum += sum16((__u8 *)udp, 8);
+	sum += sum16(bfd + 4, 8) + sum16(bfd + 20, 2);
+	__u16 check = fold(sum);
+	udp->check = check ? check : 0xffff;
+	return XDP_TX;
+}
+
+int xdp_bfd_rx(struct xdp_md *ctx)
+{
+	struct parsed p = {};
+	int r = parse(ctx, &p);
+
+	if (r == 0)
+		return XDP_PASS;
+	if (r < 0)
+		return drop(-r);
+	if (p.dport == BFD_PORT_ECHO)
+		return echo(ctx, &p);
+	/* RFC 5881 §5 (GTSM): single-hop packets arrive with TTL 255 or were forwarded. */
+	if (p.dport == BFD_PORT_CONTROL && p.ttl != 255)
+		return drop(BFD_C_DROP_TTL);
+
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct udphdr *udp = data + bounded(p.l4, 0x7f);
+	__u8 *bfd = (__u8 *)(udp + 1);
+
+	if ((void *)bfd > end)
+		return drop(BFD_C_DROP_SHORT);
+	__u32 udp_payload = bpf_ntohs(udp->len);
+	if (udp_payload < sizeof(*udp) || (void *)bfd + (udp_payload - sizeof(*udp)) > end)
+		return drop(BFD_C_DROP_SHORT);
+	udp_payload -= sizeof(*udp);
+	/* RFC 5880 §6.8.6, in its order. */
+	if ((void *)(bfd + 1) > end || udp_payload < 1)
+		return drop(BFD_C_DROP_SHORT);
+	if ((bfd[0] >> 5) != 1)
+		return drop(BFD_C_DROP_VERSION);
+	if ((void *)(bfd + BFD_CONTROL_LEN) > end || udp_payload < BFD_CONTROL_LEN)
+		return drop(BFD_C_DROP_SHORT);
+	__u8 flags = bfd[1];
+	__u8 len = bfd[3];
+	if (len < ((flags & BFD_FLAG_AUTH) ? 26 : 24) || len > udp_payload)
+		return drop(BFD_C_DROP_LENGTH);
+	if (bfd[2] == 0)
+		return drop(BFD_C_DROP_DETECT_MULT);
+	if (flags & BFD_FLAG_MULTIPOINT)
+		return drop(BFD_C_DROP_MULTIPOINT);
+	__be32 my_discr, your_discr;
+	__builtin_memcpy(&my_discr, bfd + 4, 4);
+	__builtin_memcpy(&your_discr, bfd + 8, 4);
+	if (!my_discr)
+		return drop(BFD_C_DROP_MY_DISCR);
+
+	__u32 *slot;
+	if (your_discr) {
+		__u32 d = bpf_ntohl(your_discr);
+
+		slot = by_discr.lookup(&d);
+		if (!slot)
+			return drop(BFD_C_DROP_YOUR_DISCR);
+	} else {
+		if ((flags >> 6) >= 2)  /* Init or Up must name our discriminator */
+			return drop(BFD_C_DROP_YOUR_DISCR_ZERO);
+		slot = sessions.lookup(&p.key);
+		if (!slot) {
+			p.key.ifindex = 0;
+			slot = sessions.lookup(&p.key);
+			p.key.ifindex = ctx->ingress_ifindex;
+		}
+		if (!slot)
+			return drop(BFD_C_DROP_NO_SESSION);
+	}
+	__u32 idx = *slot;
+	struct bfd_cfg *c = slot_cfg.lookup(&idx);
+	struct bfd_state *st = slot_state.lookup(&idx);
+	if (!c || !st || !(c->flags & BFD_CFG_ACTIVE))
+		return drop(BFD_C_DROP_NO_SESSION);
+	/* Whatever found the session, the packet must come along its path. */
+	if (!same16(c->peer, p.key.peer) || c->multihop != p.key.multihop ||
+	    (c->ifindex && c->ifindex != p.key.ifindex))
+		return drop(BFD_C_DROP_PATH);
+	if (p.key.multihop && p.ttl < c->min_ttl)
+		return drop(BFD_C_DROP_MIN_TTL);
+	if ((flags & BFD_FLAG_AUTH) && !(c->flags & BFD_CFG_AUTH))
+		return drop(BFD_C_DROP_AUTH_UNEXPECTED);
+	if (!(flags & BFD_FLAG_AUTH) && (c->flags & BFD_CFG_AUTH))
+		return drop(BFD_C_DROP_AUTH_MISSING);
+
+	__u64 now = bpf_ktime_get_ns();
+	st->last_rx_ns = now;
+	__sync_fetch_and_add(&st->rx_packets, 1);
+	__sync_fetch_and_add(&st->rx_bytes, len);
+
+	__u32 zero = 0;
+	struct bfd_gate *g = gate.lookup(&zero);
+	int open = g && (!g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns);
+	if (!open || !(c->flags & BFD_CFG_KTX) || st->expired_epoch == c->epoch)
+		goto up;
+
+	const __u32 *in = (const __u32 *)bfd, *ex = (const __u32 *)c->expect;
+	int steady = in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] && in[3] == ex[3] && in[4] == ex[4] &&
+		     in[5] == ex[5];
+	if (steady) {
+		/* RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply is skipped. */
+		if (now - st->last_ktx_ns < c->min_gap_ns) {
+			__sync_fetch_and_add(&st->early_skips, 1);
+			count(BFD_C_TX_EARLY);
+			return XDP_DROP;
+		}
+	} else if (!((flags & BFD_FLAG_POLL) && (flags >> 6) == BFD_STATE_UP)) {
+		goto up;
+	} else {
+		/* A Poll while Up: answer with Final now, and tell the engine what it asked. */
+		struct bfd_event ev = {};
+		ev.type = BFD_EV_POLL;
+		ev.slot = idx;
+		ev.local_discr = c->local_discr;
+		ev.epoch = c->epoch;
+		ev.now_ns = now;
+		ev.last_rx_ns = now;
+		ev.ifindex = p.key.ifindex;
+		ev.ttl = p.ttl;
+		__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
+		events.ringbuf_output(&ev, sizeof(ev), 0);
+	}
+	r = reply(ctx, &p, c, my_discr, flags & BFD_FLAG_POLL);
+	if (r == XDP_TX) {
+		st->last_ktx_ns = now;
+		__sync_fetch_and_add(&st->ktx_packets, 1);
+		__sync_fetch_and_add(&st->ktx_bytes, BFD_CONTROL_LEN);
+		count(BFD_C_XDP_TX);
+	}
+	return r;
+up:
+	count(BFD_C_XDP_PASS);
+	return XDP_PASS;
+}

@@ -1,0 +1,307 @@
+"""The XDP fast path from userspace: compile with bcc, attach, keep the maps.
+
+Map layouts come from ``bpf/bfd_abi.h`` through bcc's generated ctypes
+(``table.Leaf``/``table.Key``), and the counter names from the same header's
+X-macro: nothing here restates a C layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import ipaddress
+import logging
+import os
+import re
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("xdp_bfd")
+
+SWEEP_PERIOD_NS = 5_000_000
+XDP_FLAGS_SKB_MODE = 2  # generic
+XDP_FLAGS_DRV_MODE = 4  # native
+
+
+class KernelError(Exception):
+    """The fast path cannot be set up; the message is the one line to log."""
+
+
+def bpf_dir() -> Path:
+    """Where the C sources are: $XDP_BFD_BPF_DIR, the packaged copy, or the checkout."""
+    candidates = [
+        os.environ.get("XDP_BFD_BPF_DIR"),
+        "/usr/share/xdp-bfd/bpf",
+        Path(__file__).parents[2] / "bpf",
+    ]
+    for c in candidates:
+        if c and (Path(c) / "bfd_abi.h").is_file():
+            return Path(c)
+    raise KernelError("cannot find the bpf/ sources (set XDP_BFD_BPF_DIR)")
+
+
+def counter_names(header: Path) -> list[str]:
+    """Counter names in index order, read from the BFD_COUNTERS X-macro."""
+    text = header.read_text()
+    block = re.search(r"#define BFD_COUNTERS\(X\)(.*?)\n\n", text, re.S)
+    if not block:
+        raise KernelError(f"{header}: no BFD_COUNTERS list")
+    return re.findall(r"X\(\w+,\s*(\w+)\)", block.group(1))
+
+
+def abi_constants(header: Path) -> dict[str, int]:
+    return {
+        m[0]: int(m[1], 0)
+        for m in re.findall(r"#define (BFD_\w+) (0x[0-9a-fA-F]+|\d+)\b", header.read_text())
+    }
+
+
+def mapped16(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bytes:
+    """The 16-byte form the maps use: IPv4 as ::ffff:a.b.c.d."""
+    if addr is None:
+        return bytes(16)
+    if addr.version == 4:
+        return bytes(10) + b"\xff\xff" + addr.packed
+    return addr.packed
+
+
+def driver_of(ifname: str) -> str:
+    """The kernel driver behind an interface (ETHTOOL_GDRVINFO), '' if it has none."""
+    siocethtool, gdrvinfo = 0x8946, 3
+    info = ctypes.create_string_buffer(struct.pack("I", gdrvinfo), 196)  # struct ethtool_drvinfo
+    ifreq = struct.pack("16sP", ifname.encode()[:15], ctypes.addressof(info)).ljust(40, b"\0")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            fcntl.ioctl(s.fileno(), siocethtool, ifreq)
+        except OSError:
+            return ""
+    return info.raw[4:36].split(b"\0", 1)[0].decode(errors="replace")
+
+
+@dataclass
+class Attachment:
+    ifname: str
+    ifindex: int
+    mode: str  # "native" or "generic"
+    flags: int
+
+
+class FastPath:
+    """One bcc module: the XDP program, the sweep programs, their maps."""
+
+    def __init__(self, deadman_us: int, *, max_sessions: int | None = None) -> None:
+        from bcc import BPF  # noqa: PLC0415  (bcc is only needed with --kernel-tx)
+
+        self._BPF = BPF
+        src = bpf_dir()
+        self.consts = abi_constants(src / "bfd_abi.h")
+        self.max_sessions = max_sessions or self.consts["BFD_MAX_SESSIONS"]
+        text = (src / "xdp_bfd.c").read_text() + "\n" + (src / "sweep.c").read_text()
+        try:
+            self.bpf = BPF(
+                text=text,
+                cflags=[f"-I{src}", "-Wno-unused-function", f"-DBFD_MAX_SESSIONS={self.max_sessions}"],
+            )
+            self.xdp_fn = self.bpf.load_func(b"xdp_bfd_rx", BPF.XDP)
+        except Exception as e:
+            raise KernelError(f"cannot load the XDP program: {e}") from None
+        self.counter_names = counter_names(src / "bfd_abi.h")
+        self.slot_cfg = self.bpf["slot_cfg"]
+        self.slot_state = self.bpf["slot_state"]
+        self.sessions = self.bpf["sessions"]
+        self.by_discr = self.bpf["by_discr"]
+        self.echo_peers = self.bpf["echo_peers"]
+        self.gate = self.bpf["gate"]
+        self.counters = self.bpf["counters"]
+        self.event_type = self.bpf["event_layout"].Leaf
+        self.deadman_ns = deadman_us * 1000
+        self.nslots = 0
+        self._free: list[int] = []
+        self._used: set[int] = set()
+        self.attached: list[Attachment] = []
+        self._sweeps = 0
+        self._events_open = False
+        self.heartbeat(0)
+
+    # -- attach ---------------------------------------------------------------
+
+    def attach(self, ifname: str, mode: str) -> Attachment:
+        try:
+            ifindex = socket.if_nametoindex(ifname)
+        except OSError:
+            raise KernelError(f"--kernel-tx: no interface {ifname}") from None
+        driver = driver_of(ifname)
+        reason = f"driver {driver or 'unknown'}"
+        if mode == "auto":
+            if driver == "veth":
+                chosen = "generic"
+                reason = "veth: native XDP_TX only reaches a peer that runs XDP too"
+            else:
+                chosen = "native"
+        else:
+            chosen = mode
+        self._detach_any(ifname)
+        flags = XDP_FLAGS_DRV_MODE if chosen == "native" else XDP_FLAGS_SKB_MODE
+        try:
+            self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+        except Exception as e:
+            if mode != "auto" or chosen == "generic":
+                raise KernelError(f"cannot attach XDP to {ifname} in {chosen} mode: {e}") from None
+            chosen, flags = "generic", XDP_FLAGS_SKB_MODE
+            reason = f"driver {driver or 'unknown'} has no native XDP"
+            try:
+                self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+            except Exception as e2:
+                raise KernelError(f"cannot attach XDP to {ifname}: {e2}") from None
+        att = Attachment(ifname, ifindex, chosen, flags)
+        self.attached.append(att)
+        log.info("kernel-tx: XDP attached to %s (%s mode, %s)", ifname, chosen, reason)
+        return att
+
+    def _detach_any(self, ifname: str) -> None:
+        # A crashed engine leaves its program attached (the dead-man gate keeps it
+        # from answering); the next start replaces it whatever mode it was in.
+        for flags in (XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE):
+            with contextlib.suppress(Exception):
+                self._BPF.remove_xdp(ifname, flags)
+
+    def start_sweep(self) -> None:
+        from bcc import PerfSWConfig, PerfType  # noqa: PLC0415
+
+        i = 0
+        while i * 512 < self.max_sessions:
+            fn = f"bfd_sweep_{i}".encode()
+            try:
+                self.bpf.attach_perf_event(
+                    ev_type=PerfType.SOFTWARE,
+                    ev_config=PerfSWConfig.CPU_CLOCK,
+                    fn_name=fn,
+                    sample_period=SWEEP_PERIOD_NS,
+                    cpu=-1,
+                )
+            except Exception as e:
+                raise KernelError(f"cannot start the detection sweep: {e}") from None
+            i += 1
+        self._sweeps = i
+
+    def close(self) -> None:
+        for att in self.attached:
+            with contextlib.suppress(Exception):
+                self._BPF.remove_xdp(att.ifname, att.flags)
+            log.info("kernel-tx: XDP detached from %s", att.ifname)
+        self.attached.clear()
+        with contextlib.suppress(Exception):
+            self.bpf.cleanup()
+
+    # -- slots ----------------------------------------------------------------
+
+    def alloc(self) -> int:
+        if self._free:
+            slot = self._free.pop()
+        elif self.nslots < self.max_sessions:
+            slot = self.nslots
+            self.nslots += 1
+        else:
+            raise KernelError(f"the fast path holds at most {self.max_sessions} sessions")
+        self._used.add(slot)
+        self.slot_state[self.slot_state.Key(slot)] = self.slot_state.Leaf()
+        self._write_gate()
+        return slot
+
+    def install(self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> None:
+        k = self.sessions.Key()
+        ctypes.memmove(k.local, mapped16(local), 16)
+        ctypes.memmove(k.peer, mapped16(peer), 16)
+        k.ifindex, k.multihop = ifindex, int(multihop)
+        self.sessions[k] = ctypes.c_uint32(slot)
+        self.by_discr[self.by_discr.Key(discr)] = ctypes.c_uint32(slot)
+        e = self.echo_peers.Key()
+        ctypes.memmove(e.peer, mapped16(peer), 16)
+        e.ifindex = ifindex
+        self.echo_peers[e] = ctypes.c_uint32(slot)
+
+    def uninstall(
+        self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
+    ) -> None:
+        self.slot_cfg[self.slot_cfg.Key(slot)] = self.slot_cfg.Leaf()
+        k = self.sessions.Key()
+        ctypes.memmove(k.local, mapped16(local), 16)
+        ctypes.memmove(k.peer, mapped16(peer), 16)
+        k.ifindex, k.multihop = ifindex, int(multihop)
+        e = self.echo_peers.Key()
+        ctypes.memmove(e.peer, mapped16(peer), 16)
+        e.ifindex = ifindex
+        for table, key in (
+            (self.sessions, k),
+            (self.by_discr, self.by_discr.Key(discr)),
+            (self.echo_peers, e),
+        ):
+            with contextlib.suppress(KeyError):
+                del table[key]
+        self._used.discard(slot)
+        self._free.append(slot)
+
+    def write_cfg(self, slot: int, cfg: dict[str, Any]) -> None:
+        leaf = self.slot_cfg.Leaf()
+        for name, value in cfg.items():
+            if isinstance(value, bytes):
+                ctypes.memmove(getattr(leaf, name), value, len(value))
+            else:
+                setattr(leaf, name, value)
+        self.slot_cfg[self.slot_cfg.Key(slot)] = leaf
+
+    def read_state(self, slot: int) -> Any:
+        return self.slot_state[self.slot_state.Key(slot)]
+
+    # -- gate, counters, events -----------------------------------------------
+
+    def heartbeat(self, now_ns: int) -> None:
+        self._heartbeat_ns = now_ns
+        self._write_gate()
+
+    def _write_gate(self) -> None:
+        g = self.gate.Leaf()
+        g.heartbeat_ns = getattr(self, "_heartbeat_ns", 0)
+        g.deadman_ns = self.deadman_ns
+        g.nslots = self.nslots
+        self.gate[self.gate.Key(0)] = g
+
+    def counter_totals(self) -> dict[str, int]:
+        out = {}
+        for i, name in enumerate(self.counter_names):
+            out[name] = int(sum(self.counters[self.counters.Key(i)]))
+        return out
+
+    def open_events(self, callback: Callable[[Any], None]) -> int:
+        """Start delivering ring-buffer events; returns the fd to poll for readability."""
+        table = self.bpf["events"]
+        etype = self.event_type
+
+        def cb(_ctx: Any, data: Any, _size: int) -> int:
+            callback(ctypes.cast(data, ctypes.POINTER(etype)).contents)
+            return 0
+
+        table.open_ring_buffer(cb)
+        self._events_open = True
+        return table.map_fd
+
+    def consume_events(self) -> None:
+        if self._events_open:
+            self.bpf.ring_buffer_consume()
+
+    def prog_run_stats(self) -> tuple[int, int]:
+        """(run_cnt, run_time_ns) of the XDP program (needs kernel.bpf_stats_enabled=1)."""
+        cnt = ns = 0
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/self/fdinfo/{self.xdp_fn.fd}").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key == "run_time_ns":
+                    ns = int(value)
+                elif key == "run_cnt":
+                    cnt = int(value)
+        return cnt, ns

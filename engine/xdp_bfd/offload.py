@@ -1,0 +1,237 @@
+"""Keeps the XDP fast path's view of each session in step with the state machine.
+
+The session decides; this module only mirrors the decision into the maps
+(one write when something changes, never per packet) and feeds the kernel's
+reports (expiries, Polls it answered) back into the sessions. In steady state
+the only periodic work is the dead-man heartbeat: O(1) per tick, whatever the
+number of sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from .kernel import FastPath, mapped16
+from .session import Rejected
+from .wire.control import CodecError, ControlPacket, State, decode_control, encode_control
+
+if TYPE_CHECKING:
+    from .engine import Engine, Entry
+
+log = logging.getLogger("xdp_bfd")
+
+FLAG_P, FLAG_F = 0x20, 0x10
+
+
+def now_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+class Offload:
+    def __init__(self, engine: Engine, fp: FastPath) -> None:
+        self.engine, self.fp = engine, fp
+        self.c = fp.consts
+        self.by_slot: dict[int, int] = {}  # slot -> local discriminator
+        self.ifindexes = {a.ifname: a.ifindex for a in fp.attached}
+        engine.add_reader(fp.open_events(self.on_event), lambda _now: fp.consume_events())
+        # The gate must be refreshed well inside the dead-man bound, but never so
+        # often that it becomes per-session work: it is one map write.
+        deadman_us = fp.deadman_ns // 1000
+        self.beat_us = max(10_000, min(250_000, deadman_us // 4 if deadman_us else 250_000))
+        self._beat(now_us())
+
+    def _beat(self, now: int) -> None:
+        self.fp.heartbeat(time.monotonic_ns())
+        self.engine.call_at(now + self.beat_us, self._beat)
+
+    # -- sessions ---------------------------------------------------------------
+
+    def offloaded(self, entry: Entry) -> bool:
+        """Packets of this session cross an interface we watch, so the kernel sees them all."""
+        cfg = entry.session.config
+        if cfg.multihop:
+            return bool(self.ifindexes)
+        return cfg.interface is not None and cfg.interface in self.ifindexes
+
+    def _path_ifindex(self, entry: Entry) -> int:
+        cfg = entry.session.config
+        if cfg.multihop or cfg.interface is None:
+            return 0
+        try:
+            return socket.if_nametoindex(cfg.interface)
+        except OSError:
+            return 0
+
+    def added(self, entry: Entry) -> None:
+        # Every session gets a slot, offloaded or not: XDP validates every BFD
+        # packet on the interfaces it watches and drops those of unknown sessions.
+        s = entry.session
+        slot = self.fp.alloc()
+        entry.slot = slot
+        entry.epoch = 1
+        entry.offloaded = self.offloaded(entry)
+        self.by_slot[slot] = s.local_discr
+        self.fp.install(
+            slot,
+            local=s.config.local,
+            peer=s.config.peer,
+            ifindex=self._path_ifindex(entry),
+            multihop=s.config.multihop,
+            discr=s.local_discr,
+        )
+        s.detection_external = entry.offloaded
+        self.sync(entry)
+
+    def removed(self, entry: Entry) -> None:
+        if entry.slot is None:
+            return
+        s = entry.session
+        self.fp.uninstall(
+            entry.slot,
+            local=s.config.local,
+            peer=s.config.peer,
+            ifindex=self._path_ifindex(entry),
+            multihop=s.config.multihop,
+            discr=s.local_discr,
+        )
+        self.by_slot.pop(entry.slot, None)
+        entry.slot = None
+
+    def _ktx_eligible(self, entry: Entry) -> bool:
+        s = entry.session
+        cfg = s.config
+        if not entry.offloaded or s.state != State.UP or s.poll_active or cfg.auth is not None:
+            return False
+        if cfg.demand or s.remote_demand or s.remote_min_rx_us == 0 or s.remote_discr == 0:
+            return False
+        # RX-clocked TX replies once per peer packet: only safe when the peer
+        # sends at least as often as we must (RFC 5880 §6.8.7 with asymmetric
+        # timers is userspace's job).
+        peer_interval = max(s.remote_desired_tx_us, s.required_min_rx_us)
+        return peer_interval <= s.tx_interval_us
+
+    def sync(self, entry: Entry) -> None:
+        """Write the session's kernel config if anything in it changed."""
+        if entry.slot is None:
+            return
+        s = entry.session
+        cfg = s.config
+        detect = entry.offloaded and s.state in (State.INIT, State.UP)
+        if detect and not entry.detect_armed:
+            entry.epoch += 1  # a new watch: an old expiry report must not count
+        entry.detect_armed = detect
+        ktx = self._ktx_eligible(entry)
+        flags = self.c["BFD_CFG_ACTIVE"] | self.c["BFD_CFG_ECHO"]
+        if ktx:
+            flags |= self.c["BFD_CFG_KTX"]
+        if detect:
+            flags |= self.c["BFD_CFG_DETECT"]
+        if cfg.auth is not None:
+            flags |= self.c["BFD_CFG_AUTH"]
+        template = s.current_packet()
+        reply = encode_control(
+            ControlPacket(
+                state=State.UP,
+                my_discr=template.my_discr,
+                diag=template.diag,
+                detect_mult=template.detect_mult,
+                desired_min_tx_us=template.desired_min_tx_us,
+                required_min_rx_us=template.required_min_rx_us,
+                required_min_echo_rx_us=template.required_min_echo_rx_us,
+                cpi=template.cpi,
+            )
+        )
+        raw = entry.last_rx_raw
+        expect = bytes(24)
+        if len(raw) >= 24 and raw[3] == 24 and not raw[1] & 0x04:
+            expect = raw[:1] + bytes([raw[1] & ~(FLAG_P | FLAG_F) & 0xFF]) + raw[2:24]
+        kcfg = {
+            "flags": flags,
+            "local_discr": s.local_discr,
+            "peer": mapped16(cfg.peer),
+            "ifindex": self._path_ifindex(entry),
+            "epoch": entry.epoch,
+            "min_gap_ns": s.tx_interval_us * 750,
+            "detect_ns": s.detect_time_us * 1000,
+            "sport": socket.htons(entry.tx.sport),
+            "dport": socket.htons(entry.tx.dport),
+            "multihop": int(cfg.multihop),
+            "min_ttl": cfg.minimum_ttl if cfg.multihop else 255,
+            "reply": reply,
+            "expect": expect,
+        }
+        s.periodic_tx_external = ktx
+        if kcfg != entry.kcfg:
+            self.fp.write_cfg(entry.slot, kcfg)
+            entry.kcfg = kcfg
+
+    # -- kernel reports ---------------------------------------------------------
+
+    def on_event(self, ev: Any) -> None:
+        discr = self.by_slot.get(ev.slot)
+        entry = self.engine.sessions.get(discr) if discr is not None else None
+        if entry is None or ev.epoch != entry.epoch:
+            return  # the session went away or was re-armed since
+        now = now_us()
+        if ev.type == self.c["BFD_EV_EXPIRED"]:
+            log.debug("kernel-tx: detection expired for discriminator %d", entry.session.local_discr)
+            entry.session.detection_expired(now)
+        elif ev.type == self.c["BFD_EV_POLL"]:
+            raw = bytes(ev.pkt)
+            try:
+                pkt = decode_control(raw)
+                entry.session.receive(pkt, raw, now, ttl=ev.ttl, final_sent=True)
+            except (CodecError, Rejected) as e:
+                self.engine.drops[getattr(e, "reason", "poll")] += 1
+                return
+            entry.last_rx_raw = raw
+        self.engine.service(entry, now)
+
+    # -- stats ------------------------------------------------------------------
+
+    def session_stats(self, entry: Entry, out: dict[str, Any], now_ns: int) -> None:
+        if entry.slot is None:
+            return
+        st = self.fp.read_state(entry.slot)
+        out["kernel_tx_packets"] = int(st.ktx_packets)
+        out["last_ktx_age_us"] = (now_ns - st.last_ktx_ns) // 1000 if st.last_ktx_ns else None
+        # Every packet of an offloaded session crosses XDP, including those
+        # passed up to the socket, so the kernel's count is the whole count.
+        if entry.offloaded:
+            out["rx_packets"] = int(st.rx_packets)
+        if st.last_rx_ns:
+            age = (now_ns - st.last_rx_ns) // 1000
+            prev = out.get("last_rx_age_us")
+            out["last_rx_age_us"] = age if prev is None else min(prev, age)
+        out["echo_reflected"] = int(st.echo_packets)
+        out["offloaded"] = entry.offloaded
+        out["kernel_tx_active"] = bool(entry.kcfg and entry.kcfg["flags"] & self.c["BFD_CFG_KTX"])
+
+    def stats(self, doc: dict[str, Any]) -> None:
+        totals = self.fp.counter_totals()
+        first = self.fp.attached[0] if self.fp.attached else None
+        cnt, ns = self.fp.prog_run_stats()
+        doc["kernel_tx"] = True
+        doc["xdp"] = {
+            "ifname": first.ifname if first else None,
+            "ifindex": first.ifindex if first else None,
+            "mode": first.mode if first else None,
+            "interfaces": [
+                {"ifname": a.ifname, "ifindex": a.ifindex, "mode": a.mode} for a in self.fp.attached
+            ],
+            # Zero unless kernel.bpf_stats_enabled=1 (the bench turns it on).
+            "run_cnt": cnt,
+            "run_time_ns": ns,
+            "ns_per_packet": round(ns / cnt, 1) if cnt else None,
+        }
+        counters = doc["counters"]
+        counters["xdp_tx"] = totals.pop("xdp_tx", 0)
+        counters["xdp_pass"] = totals.pop("xdp_pass", 0)
+        counters["echo_tx"] = totals.pop("echo_tx", 0)
+        counters["tx_early"] = totals.pop("tx_early", 0)
+        drops = counters["drop"]
+        for name, value in totals.items():
+            drops[name] = drops.get(name, 0) + value
