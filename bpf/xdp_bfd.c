@@ -292,9 +292,11 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 	__builtin_memcpy(bfd + 8, &peer_discr, 4);
 	if (final)
 		bfd[1] |= BFD_FLAG_FINAL;
-	/* Frames from local senders on veth carry only a partial checksum: compute it all. */
-	sum += sum16((__u8 *)udp, 8);
-	sum += sum16(bfd + 4, 8) + sum16(bfd + 20, 2);
+	/*
+	 * Frames from local senders on veth carry only a partial checksum: compute
+	 * it all, over the 8-byte UDP header and the 24 bytes of BFD (16 words).
+	 */
+	sum += sum16((__u8 *)udp, 8) + sum16(bfd + 8, 8);
 	__u16 check = fold(sum);
 	udp->check = check ? check : 0xffff;
 	return XDP_TX;

@@ -67,6 +67,8 @@ class Entry:
     epoch: int = 0
     detect_armed: bool = False
     kcfg: dict[str, Any] | None = None
+    last_detection_us: int | None = None  # silence the kernel measured at its last expiry report
+    last_detection_overshoot_us: int | None = None  # ... less the detection time then in force
 
 
 class Engine:

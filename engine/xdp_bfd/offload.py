@@ -177,7 +177,15 @@ class Offload:
             return  # the session went away or was re-armed since
         now = now_us()
         if ev.type == self.c["BFD_EV_EXPIRED"]:
-            log.debug("kernel-tx: detection expired for discriminator %d", entry.session.local_discr)
+            # The kernel's own clock says how long the peer was silent when the
+            # sweep noticed: the honest detection latency, however late we read it.
+            entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
+            entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
+            log.info(
+                "kernel-tx: detection expired for discriminator %d after %dus of silence",
+                entry.session.local_discr,
+                entry.last_detection_us,
+            )
             entry.session.detection_expired(now)
         elif ev.type == self.c["BFD_EV_POLL"]:
             raw = bytes(ev.pkt)
@@ -207,6 +215,8 @@ class Offload:
             prev = out.get("last_rx_age_us")
             out["last_rx_age_us"] = age if prev is None else min(prev, age)
         out["echo_reflected"] = int(st.echo_packets)
+        out["last_detection_us"] = entry.last_detection_us
+        out["last_detection_overshoot_us"] = entry.last_detection_overshoot_us
         out["offloaded"] = entry.offloaded
         out["kernel_tx_active"] = bool(entry.kcfg and entry.kcfg["flags"] & self.c["BFD_CFG_KTX"])
 

@@ -244,3 +244,27 @@ def _carrier(link: Link) -> bool:
 
 def monotonic_us() -> int:
     return time.monotonic_ns() // 1000
+
+
+XDP_PASS_PROGRAM = "int xdp_pass(struct xdp_md *ctx) { return XDP_PASS; }"
+
+
+def attach_xdp_pass(ns: Namespace, ifname: str) -> None:
+    """Attach a native XDP_PASS program to ``ifname`` in ``ns``.
+
+    Native XDP_TX on veth only delivers to a peer end that runs XDP itself
+    (testbed.md); this is that program. It stays attached until the veth is
+    deleted with its namespace.
+    """
+    code = (
+        "from bcc import BPF\n"
+        f"b = BPF(text={XDP_PASS_PROGRAM!r})\n"
+        f"b.attach_xdp({ifname!r}, b.load_func(b'xdp_pass', BPF.XDP), BPF.XDP_FLAGS_DRV_MODE)\n"
+    )
+    import sys  # noqa: PLC0415
+
+    ns.run([sys.executable, "-c", code], timeout=60)
+
+
+def xdp_attached(ns: Namespace, ifname: str) -> bool:
+    return "prog/xdp" in ns.run(["ip", "-d", "link", "show", "dev", ifname]).stdout

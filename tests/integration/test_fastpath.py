@@ -1,0 +1,280 @@
+"""The XDP fast path against a real FRR 8.4 bfdd: who answers, how fast, and what
+happens when either side dies or stalls. Wire truth from a capture on the peer's
+side; kernel truth from the fast path's counters.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from harness.capture import Capture, flow, gap_stats, gaps_ms
+from harness.engine import EngineProcess
+from harness.frr import Frr, bfd_peer_block
+from harness.netns import Link, Namespace, attach_xdp_pass, xdp_attached
+from harness.wait import wait_until
+
+INTERVAL_MS = 10
+# Sweep period (5 ms) plus reading the ring buffer and sending the Down packet.
+SWEEP_BOUND_MS = 5 + 10
+
+
+@dataclass
+class FastPair:
+    d: Namespace
+    p: Namespace
+    a: Link
+    b: Link
+    frr: Frr
+    engine: EngineProcess
+    cap: Capture
+    args: list[str]
+
+    @property
+    def local(self) -> str:
+        return str(self.a.ip4)
+
+    @property
+    def peer(self) -> str:
+        return str(self.b.ip4)
+
+    def ours(self, pkts: list) -> list:
+        return flow(pkts, src=self.local, dst=self.peer)
+
+    def theirs(self, pkts: list) -> list:
+        return flow(pkts, src=self.peer, dst=self.local)
+
+    def wait_offloaded(self, timeout: float = 15) -> dict:
+        wait_until(
+            lambda: (self.frr.peer(self.local) or {}).get("status") == "up", timeout=timeout, what="FRR up"
+        )
+
+        def active() -> dict | None:
+            s = self.engine.session(self.peer)
+            return s if s["state"] == "up" and s["kernel_tx_active"] else None
+
+        return wait_until(active, timeout=timeout, what="kernel TX active on the session")
+
+    def frr_counters(self) -> dict:
+        return next(c for c in self.frr.counters() if c["peer"] == self.local)
+
+
+@pytest.fixture
+def fast_pair(topo, frr_factory, engine_factory, capture_factory, tmp_path):
+    def make(*, mode: str = "auto", extra: tuple[str, ...] = ()) -> FastPair:
+        d, p = topo.namespace("d"), topo.namespace("p")
+        a, b = topo.veth(d, "veth-d", p, "veth-p")
+        if mode == "native":
+            attach_xdp_pass(p, "veth-p")
+        frr = frr_factory(p, "p").start()
+        frr.configure(
+            *bfd_peer_block(
+                str(a.ip4), local=str(b.ip4), interface="veth-p", rx_ms=INTERVAL_MS, tx_ms=INTERVAL_MS
+            )
+        )
+        sessions = tmp_path / "sessions.yml"
+        sessions.write_text(
+            f"- {{local: {a.ip4}, peer: {b.ip4}, interface: veth-d, min_tx_ms: {INTERVAL_MS}, "
+            f"min_rx_ms: {INTERVAL_MS}}}\n"
+        )
+        cap = capture_factory(p, "veth-p")
+        args = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--xdp-mode", mode, *extra]
+        eng = engine_factory(d, args)
+        return FastPair(d, p, a, b, frr, eng, cap, args)
+
+    return make
+
+
+@pytest.mark.parametrize("mode", ["native", "generic"])
+def test_kernel_answers_the_steady_state(fast_pair, mode):
+    fp = fast_pair(mode=mode)
+    line = fp.engine.wait_log("kernel-tx: XDP attached to veth-d")
+    assert f"({mode} mode, " in line
+    fp.engine.wait_log("kernel-tx: dead-man gate at 3000000us")
+    before = fp.wait_offloaded()
+    csum_errors = fp.p.snmp()
+    mark = fp.cap.snapshot()[-1].ts
+    wait_until(
+        lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]) >= 300,
+        timeout=15,
+        what="300 of our packets on the wire",
+    )
+    after = fp.engine.session(fp.peer)
+    ktx = after["kernel_tx_packets"] - before["kernel_tx_packets"]
+    utx = after["user_tx_packets"] - before["user_tx_packets"]
+    share = ktx / (ktx + utx)
+    print(f"\n{mode}: kernel TX {ktx}, userspace TX {utx} ({share:.1%} kernel)")
+    assert share >= 0.95
+    window = [p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]
+    # Every reply the kernel counted reached the peer, and nothing else was sent.
+    assert abs(len(window) - (ktx + utx)) <= 0.05 * len(window) + 3, (len(window), ktx, utx)
+    assert {p.dport for p in window} == {3784}
+    assert {p.sport for p in window} == {fp.ours(fp.cap.snapshot())[0].sport}
+    assert {p.ttl for p in window} == {255}
+    assert all(p.udp_csum_ok for p in window), "an XDP reply carried a bad UDP checksum"
+    assert {p.state for p in window} == {"up"}
+    assert {p.your_discr for p in window} == {after["remote_discr"]}
+    assert fp.p.snmp()["Udp.InCsumErrors"] == csum_errors["Udp.InCsumErrors"]
+    # RX-clocked: our gaps are the peer's, jitter and all.
+    ours, theirs = (
+        gap_stats(gaps_ms(window)),
+        gap_stats(gaps_ms([p for p in fp.theirs(fp.cap.snapshot()) if p.ts > mark])),
+    )
+    print(f"{mode}: ours {ours}\n{mode}: FRR  {theirs}")
+    assert ours.max < 2 * INTERVAL_MS
+    assert (after["state"], after["flaps"]) == ("up", 0)
+
+
+def test_peer_poll_is_answered_by_the_kernel_and_the_rate_follows(fast_pair):
+    fp = fast_pair()
+    before = fp.wait_offloaded()
+    # The peer asks for packets no faster than every 20 ms but keeps sending every 10.
+    fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "receive-interval 20", "exit", "exit")
+    poll = fp.cap.wait_for(
+        lambda p: p.src == fp.peer and p.poll and p.required_min_rx_us == 20_000, timeout=5, what="FRR's Poll"
+    )
+    final = fp.cap.wait_for(
+        lambda p: p.src == fp.local and p.final and p.ts >= poll.ts, timeout=5, what="Final"
+    )
+    print(f"\nPoll -> Final on the wire: {(final.ts - poll.ts) * 1e6:.0f} us")
+    assert final.udp_csum_ok  # built by XDP: a full checksum
+    wait_until(
+        lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > final.ts]) >= 60,
+        timeout=10,
+        what="60 replies after the Final",
+    )
+    after = fp.engine.session(fp.peer)
+    # The Final and everything after came from the kernel: userspace sent nothing.
+    assert after["user_tx_packets"] == before["user_tx_packets"]
+    assert after["kernel_tx_packets"] > before["kernel_tx_packets"]
+    assert (after["state"], after["flaps"], after["kernel_tx_active"], after["tx_interval_us"]) == (
+        "up", 0, True, 20_000,
+    )  # fmt: skip
+    # RFC 5880 §6.8.7 in XDP: replies at least 0.75 x 20 ms apart although the peer sends every 10.
+    gaps = gap_stats(gaps_ms([p for p in fp.ours(fp.cap.snapshot()) if p.ts > final.ts][1:]))
+    print(f"after the Poll: {gaps}")
+    assert gaps.p50 >= 15.0 and gaps.max < 30.0
+
+
+def test_asymmetric_timers_fall_back_to_userspace_tx(fast_pair):
+    fp = fast_pair()
+    before = fp.wait_offloaded()
+    # The peer now sends every 40 ms but still wants ours every 10: RX-clocking
+    # could not keep up, so userspace must transmit.
+    fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "transmit-interval 40", "exit", "exit")
+    wait_until(
+        lambda: not fp.engine.session(fp.peer)["kernel_tx_active"], timeout=5, what="kernel TX handed back"
+    )
+    mark = fp.cap.snapshot()[-1].ts
+    wait_until(
+        lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]) >= 100,
+        timeout=10,
+        what="100 packets from userspace",
+    )
+    after = fp.engine.session(fp.peer)
+    assert after["user_tx_packets"] - before["user_tx_packets"] >= 100
+    gaps = gap_stats(gaps_ms([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]))
+    print(f"\nuserspace TX at 10 ms against a 40 ms peer: {gaps}")
+    assert gaps.p50 <= 10.5 and (after["state"], after["flaps"]) == ("up", 0)
+
+
+def test_peer_killed_is_detected_by_the_sweep(fast_pair):
+    fp = fast_pair()
+    fp.wait_offloaded()
+    mark = fp.cap.snapshot()[-1].ts
+    fp.frr.kill("bfdd")
+    down = fp.cap.wait_for(
+        lambda p: p.ts > mark and p.src == fp.local and p.state == "down", timeout=5, what="our Down packet"
+    )
+    last = max(p.ts for p in fp.theirs(fp.cap.stop()))
+    wire_ms = (down.ts - last) * 1e3
+    s = fp.engine.session(fp.peer)
+    print(f"\ndetection: wire {wire_ms:.2f} ms, kernel {s['last_detection_us'] / 1e3:.2f} ms of silence")
+    assert down.diag == 1
+    assert 3 * INTERVAL_MS <= wire_ms + 1 <= 3 * INTERVAL_MS + SWEEP_BOUND_MS
+    assert 3 * INTERVAL_MS * 1000 < s["last_detection_us"] <= (3 * INTERVAL_MS + 5 + 2) * 1000
+
+
+def test_sigkill_leaves_the_gate_to_close_then_restart_replaces(fast_pair):
+    fp = fast_pair(extra=("--deadman-us", "1000000"))
+    fp.wait_offloaded()
+    mark = fp.cap.snapshot()[-1].ts
+    fp.engine.signal(signal.SIGKILL)
+    fp.engine.wait_exit(timeout=10)
+    # The program outlives the process and keeps answering, until the gate closes.
+    peer_down = fp.cap.wait_for(
+        lambda p: p.ts > mark and p.src == fp.peer and p.state == "down", timeout=10, what="the peer's Down"
+    )
+    pkts = fp.cap.snapshot()
+    replies = [p for p in fp.ours(pkts) if mark < p.ts < peer_down.ts]
+    last_reply = replies[-1].ts
+    print(
+        f"\nafter SIGKILL: kernel answered {(last_reply - mark) * 1e3:.0f} ms, "
+        f"peer down {(peer_down.ts - last_reply) * 1e3:.1f} ms after the last reply"
+    )
+    # The gate closes 1 s after the last heartbeat, and heartbeats come every
+    # quarter of the bound: between 0.75 and 1 s after the kill.
+    assert 0.73 <= last_reply - mark <= 1.05, "the dead-man gate did not close at 1 s"
+    assert peer_down.diag == 1 and (peer_down.ts - last_reply) * 1e3 <= 3 * INTERVAL_MS + 10
+    assert xdp_attached(fp.d, "veth-d")
+    # The next engine replaces the orphaned program and serves the session again.
+    restarted = EngineProcess(fp.d, fp.args, fp.engine.workdir).start()
+    try:
+        restarted.wait_log("kernel-tx: XDP attached to veth-d")
+        wait_until(lambda: fp.frr.peer(fp.local)["status"] == "up", timeout=15, what="FRR up again")
+        assert restarted.stop() == 0
+        assert not xdp_attached(fp.d, "veth-d"), "SIGTERM left the XDP program attached"
+    finally:
+        restarted.cleanup()
+
+
+def test_sigstop_within_the_deadman_is_invisible(fast_pair):
+    fp = fast_pair()
+    fp.wait_offloaded()
+    downs_before = fp.frr_counters()["session-down"]
+    mark = fp.cap.snapshot()[-1].ts
+    fp.engine.signal(signal.SIGSTOP)
+    try:
+        # Two seconds of the peer's clock, counted on the wire: ~225 packets at 3x10 ms.
+        wait_until(
+            lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]) >= 200,
+            timeout=10,
+            what="200 kernel replies while the engine is stopped",
+        )
+    finally:
+        fp.engine.signal(signal.SIGCONT)
+    stopped = [p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]
+    stats = gap_stats(gaps_ms(stopped))
+    print(f"\nwhile stopped: {stats}")
+    assert stats.max < 2 * INTERVAL_MS
+    assert {p.state for p in stopped} == {"up"}
+    s = fp.engine.session(fp.peer)
+    assert (s["state"], s["flaps"]) == ("up", 0)
+    assert fp.frr_counters()["session-down"] == downs_before
+    assert not [p for p in fp.theirs(fp.cap.snapshot()) if p.ts > mark and p.state != "up"]
+
+
+def test_detection_runs_while_the_engine_is_stopped(fast_pair):
+    fp = fast_pair()
+    fp.wait_offloaded()
+    fp.engine.signal(signal.SIGSTOP)
+    try:
+        mark = fp.cap.snapshot()[-1].ts
+        fp.frr.kill("bfdd")
+        # Let the silence run well past the detection time with nobody in userspace.
+        # (Capture timestamps are wall-clock, like time.time().)
+        wait_until(
+            lambda: time.time() - mark > 0.3 and fp.cap.snapshot()[-1].ts <= mark + 0.05,
+            timeout=5,
+            what="300 ms of silence with the engine stopped",
+        )
+    finally:
+        fp.engine.signal(signal.SIGCONT)
+    wait_until(lambda: fp.engine.session(fp.peer)["state"] == "down", timeout=5, what="engine down")
+    s = fp.engine.session(fp.peer)
+    print(f"\nkernel detection while stopped: {s['last_detection_us'] / 1e3:.2f} ms of silence")
+    assert s["diag"] == "control_detection_time_expired"
+    assert 30_000 < s["last_detection_us"] <= 37_000
