@@ -47,6 +47,9 @@ class Frr:
     name: str
     root: str = "/"
     bfdd_args: list[str] = field(default_factory=list)
+    # Run bfdd in the foreground under this prefix, e.g. ``chrt -d …`` to keep a
+    # peer out of a CPU fight: a daemonising fork would drop the policy.
+    bfdd_prefix: list[str] = field(default_factory=list)
     dir: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -86,9 +89,19 @@ class Frr:
         # 8.x wants a control socket path of its own; 10.x refuses the option.
         if self.version < (9,):
             extra += ["--bfdctl", self._p("bfdd.sock")]
-        self.ns.run(self._argv("bfdd", extra))
+        self._start_bfdd(extra)
         wait_until((self.dir / "bfdd.vty").exists, timeout=timeout, what="bfdd's vty socket")
         return self
+
+    def _start_bfdd(self, extra: list[str]) -> None:
+        argv = self._argv("bfdd", extra)
+        if not self.bfdd_prefix:
+            self.ns.run(argv)
+            return
+        argv.remove("-d")
+        self._fg = self.ns.popen(
+            [*self.bfdd_prefix, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     def pid(self, daemon: str) -> int | None:
         try:
@@ -116,7 +129,7 @@ class Frr:
         extra = list(self.bfdd_args)
         if self.version < (9,):
             extra += ["--bfdctl", self._p("bfdd.sock")]
-        self.ns.run(self._argv("bfdd", extra))
+        self._start_bfdd(extra)
         wait_until((self.dir / "bfdd.vty").exists, timeout=timeout, what="bfdd's vty socket")
 
     def stop(self) -> None:
@@ -159,6 +172,10 @@ class Frr:
 
     def cleanup(self) -> None:
         self.stop()
+        fg = getattr(self, "_fg", None)
+        if fg is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                fg.wait(timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
