@@ -176,6 +176,36 @@ static __always_inline int parse(struct xdp_md *ctx, struct parsed *p)
 	return 1;
 }
 
+/*
+ * A session may not be bound to an interface, and bfdd may not name our
+ * address: try the exact key, then without the interface, then without the
+ * local address. Only packets with Your Discriminator 0 (bring-up) come here.
+ * The key is left modified; the caller restores what it needs.
+ */
+static __always_inline __u32 *lookup_by_path(struct bfd_key *k)
+{
+	__u8 local[16];
+	__u32 ifindex = k->ifindex;
+	__u32 *slot = sessions.lookup(k);
+
+	if (slot)
+		return slot;
+	k->ifindex = 0;
+	slot = sessions.lookup(k);
+	if (slot)
+		return slot;
+	__builtin_memcpy(local, k->local, 16);
+	__builtin_memset(k->local, 0, 16);
+	k->ifindex = ifindex;
+	slot = sessions.lookup(k);
+	if (!slot) {
+		k->ifindex = 0;
+		slot = sessions.lookup(k);
+	}
+	__builtin_memcpy(k->local, local, 16);
+	return slot;
+}
+
 /* Echo: reflect for a session we hold, at layer 2 (IPv4 self-addressed) or layer 3 (FRR's IPv6). */
 static __always_inline int echo(struct xdp_md *ctx, struct parsed *p)
 {
@@ -359,12 +389,8 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	} else {
 		if ((flags >> 6) >= 2)  /* Init or Up must name our discriminator */
 			return drop(BFD_C_DROP_YOUR_DISCR_ZERO);
-		slot = sessions.lookup(&p.key);
-		if (!slot) {
-			p.key.ifindex = 0;
-			slot = sessions.lookup(&p.key);
-			p.key.ifindex = ctx->ingress_ifindex;
-		}
+		slot = lookup_by_path(&p.key);
+		p.key.ifindex = ctx->ingress_ifindex;
 		if (!slot)
 			return drop(BFD_C_DROP_NO_SESSION);
 	}
