@@ -35,10 +35,6 @@ from .wire.control import CodecError, State, decode_control
 
 log = logging.getLogger("xdp_bfd")
 
-# How long SIGTERM waits for the AdminDown packets to leave (they are sent at once;
-# this only bounds a send queue that is full).
-ADMIN_DOWN_FLUSH_S = 0.05
-
 
 class EngineError(Exception):
     """A reason to stop, reported as one line."""
@@ -83,7 +79,7 @@ class Engine:
         self._call_seq = 0
         # Told of every state change; the dataplane reports them to bfdd.
         self.state_listeners: list[Callable[[Entry, StateChanged], None]] = []
-        # Extra top-level sections of the stats JSON ("dplane", "xdp"…), filled at dump time.
+        # Extra top-level sections of the stats JSON (the dataplane's), filled at dump time.
         self.stats_sections: dict[str, Callable[[], Any]] = {}
         self.closers: list[Callable[[], None]] = []
         self.offload: Offload | None = None
