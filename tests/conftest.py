@@ -105,8 +105,8 @@ def engine_factory(tmp_path: Path) -> Iterator:
     """Start ``xdp-bfd`` in a namespace: ``engine_factory(ns, [args...])``; always stopped."""
     made: list[EngineProcess] = []
 
-    def make(ns: Namespace, args: list[str]) -> EngineProcess:
-        e = EngineProcess(ns, args, tmp_path).start()
+    def make(ns: Namespace, args: list[str], prefix: list[str] | None = None) -> EngineProcess:
+        e = EngineProcess(ns, args, tmp_path, prefix).start()
         made.append(e)
         return e
 

@@ -29,8 +29,10 @@ from .cli import EXIT_OK
 from .config import ConfigError, load_sessions
 from .netio import PORT_MULTIHOP, PORT_SINGLE_HOP, Datagram, Receiver, SourcePorts, Transmitter
 from .offload import Offload
+from .sched import describe as sched_description
+from .sched import reserve as reserve_scheduling
 from .session import Rejected, Session, SessionConfig, SessionKey, StateChanged
-from .stats import DIAG_NAMES, STATE_NAMES, sched_description, wall_clock_of, write_atomic
+from .stats import DIAG_NAMES, STATE_NAMES, wall_clock_of, write_atomic
 from .wire.control import CodecError, State, decode_control
 
 log = logging.getLogger("xdp_bfd")
@@ -487,6 +489,9 @@ def run(args: argparse.Namespace) -> int:
             dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)
             dataplane.start()
             engine.closers.append(dataplane.close)
+        # Last: bcc has compiled (compiling under a real-time class trips RT
+        # throttling), and nothing forks from here on.
+        reserve_scheduling(args.sched_deadline)
         engine.loop()
     finally:
         engine.shutdown()

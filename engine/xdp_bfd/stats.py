@@ -24,17 +24,6 @@ DIAG_NAMES = {
     Diag.REVERSE_CONCATENATED_PATH_DOWN: "reverse_concatenated_path_down",
 }
 
-SCHED_POLICIES = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
-
-
-def sched_description(pid: int = 0) -> str:
-    """How the loop is scheduled, as the stats report it: ``other``, ``fifo 60``, ``deadline 1000/10000``."""
-    policy = os.sched_getscheduler(pid)
-    name = SCHED_POLICIES.get(policy, str(policy))
-    if name in ("fifo", "rr"):
-        return f"{name} {os.sched_getparam(pid).sched_priority}"
-    return name
-
 
 def write_atomic(path: Path, doc: dict[str, Any]) -> None:
     """Readers never see a half-written file: temp file in the same directory, then rename."""

@@ -20,14 +20,17 @@ XDP_BFD = str(Path(sys.executable).with_name("xdp-bfd"))
 class EngineProcess:
     """``xdp-bfd ARGS`` inside ``ns``; stderr goes to a log file the test can read."""
 
-    def __init__(self, ns: Namespace, args: list[str], workdir: Path) -> None:
+    def __init__(
+        self, ns: Namespace, args: list[str], workdir: Path, prefix: list[str] | None = None
+    ) -> None:
         self.ns, self.args, self.workdir = ns, args, workdir
+        self.prefix = prefix or []  # e.g. setpriv to run it unprivileged
         self.stats_path = workdir / f"stats-{ns.name}.json"
         self.log_path = workdir / f"engine-{ns.name}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> EngineProcess:
-        full = [XDP_BFD, *self.args]
+        full = [*self.prefix, XDP_BFD, *self.args]
         if "--stats-dump" not in self.args:
             full += ["--stats-dump", str(self.stats_path)]
         self._log = self.log_path.open("w")

@@ -1,0 +1,105 @@
+"""Scheduling the engine's loop: a SCHED_DEADLINE reservation, taken by the engine itself.
+
+Deadline tasks run ahead of every SCHED_FIFO priority, so no real-time load
+starves the loop however high it runs (operator manual, "Scheduling"). systemd
+cannot set SCHED_DEADLINE, and Python has no ``os.sched_setattr``: this calls
+the system calls through ctypes. The reservation is taken after bcc has
+compiled (compiling under a real-time class trips RT throttling) and with
+reset-on-fork set, because a deadline task may not fork otherwise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import platform
+import struct
+
+log = logging.getLogger("xdp_bfd")
+
+SCHED_DEADLINE = 6
+SCHED_FLAG_RESET_ON_FORK = 0x01
+CAP_SYS_NICE = 23
+_SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}  # sched_setattr, sched_getattr
+_ATTR = struct.Struct("=IIQiIQQQ")  # struct sched_attr up to sched_period (48 bytes, SCHED_ATTR_SIZE_VER0)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _nr(index: int) -> int:
+    try:
+        return _SYSCALLS[platform.machine()][index]
+    except KeyError:
+        raise OSError(errno.ENOSYS, f"sched_setattr is not wired up for {platform.machine()}") from None
+
+
+def set_deadline(runtime_us: int, period_us: int) -> None:
+    """Reserve ``runtime_us`` of CPU in every ``period_us`` for the calling thread (raises OSError)."""
+    ns = (runtime_us * 1000, period_us * 1000, period_us * 1000)  # runtime, deadline, period
+    attr = ctypes.create_string_buffer(
+        _ATTR.pack(_ATTR.size, SCHED_DEADLINE, SCHED_FLAG_RESET_ON_FORK, 0, 0, *ns)
+    )
+    if _libc.syscall(_nr(0), 0, attr, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def get_deadline() -> tuple[int, int] | None:
+    """(runtime_us, period_us) when the calling thread runs under SCHED_DEADLINE."""
+    buf = ctypes.create_string_buffer(_ATTR.size)
+    if _libc.syscall(_nr(1), 0, buf, _ATTR.size, 0) != 0:
+        return None
+    _size, policy, _flags, _nice, _prio, runtime, _deadline, period = _ATTR.unpack(buf.raw)
+    return (runtime // 1000, period // 1000) if policy == SCHED_DEADLINE else None
+
+
+def why_refused(err: int) -> str:
+    return {
+        errno.EBUSY: "admission control refused it (deadline bandwidth full, see kernel.sched_rt_runtime_us)",
+        errno.EPERM: "not permitted (needs CAP_SYS_NICE, and no CPU affinity narrower than its root domain)",
+        errno.EINVAL: "the kernel rejected the parameters",
+        errno.ENOSYS: "not supported here",
+    }.get(err, os.strerror(err))
+
+
+def drop_cap_sys_nice() -> None:
+    """Give up CAP_SYS_NICE once the reservation is held: nothing later needs it."""
+    pr_capbset_drop = 24
+    _libc.prctl(pr_capbset_drop, CAP_SYS_NICE, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()  # two of {effective, permitted, inheritable}
+    if _libc.capget(header, data) != 0:
+        return
+    for i in range(3):
+        data[i] &= ~(1 << CAP_SYS_NICE)
+    _libc.capset(header, data)
+
+
+def reserve(spec: tuple[int, int] | None) -> None:
+    """Apply ``--sched-deadline`` if given; on refusal say why and keep the class we have."""
+    if spec is None:
+        return
+    runtime, period = spec
+    try:
+        set_deadline(runtime, period)
+    except OSError as e:
+        current = describe()
+        log.warning("sched: cannot reserve SCHED_DEADLINE %d/%dus: %s; staying at %s",
+                    runtime, period, why_refused(e.errno or 0), current)  # fmt: skip
+        return
+    drop_cap_sys_nice()
+    log.info("sched: SCHED_DEADLINE %d/%dus reserved (CAP_SYS_NICE dropped)", runtime, period)
+
+
+def describe() -> str:
+    """The loop's class as the stats report it: ``other``, ``fifo 60``, ``deadline 1000/10000``."""
+    dl = get_deadline()
+    if dl is not None:
+        return f"deadline {dl[0]}/{dl[1]}"
+    policy = os.sched_getscheduler(0)
+    name = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle"}.get(policy, str(policy))
+    if name in ("fifo", "rr"):
+        return f"{name} {os.sched_getparam(0).sched_priority}"
+    return name

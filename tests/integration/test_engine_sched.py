@@ -1,0 +1,59 @@
+"""--sched-deadline: the engine takes the reservation itself, or says why not."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from harness.wait import wait_until
+
+
+def _policy(pid: int) -> int:
+    return int(re.search(r"^policy\s*:\s*(\d+)", Path(f"/proc/{pid}/sched").read_text(), re.M).group(1))
+
+
+def _cap_eff(pid: int) -> int:
+    return int(
+        re.search(r"^CapEff:\s*([0-9a-f]+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1), 16
+    )
+
+
+def _session(topo):
+    d, p = topo.namespace("d"), topo.namespace("p")
+    a, b = topo.veth(d, "veth-d", p, "veth-p")
+    return d, [str(a.ip4), str(b.ip4)]
+
+
+def test_deadline_reserved_and_cap_sys_nice_dropped(topo, engine_factory):
+    d, pair = _session(topo)
+    eng = engine_factory(d, [*pair, "--sched-deadline", "1000/10000"])
+    eng.wait_log("sched: SCHED_DEADLINE 1000/10000us reserved")
+    assert _policy(eng.pid) == 6
+    assert eng.stats()["sched"] == "deadline 1000/10000"
+    assert not _cap_eff(eng.pid) & (1 << 23), "CAP_SYS_NICE still effective"
+
+
+def test_refusal_is_one_line_and_the_engine_keeps_serving(topo, engine_factory):
+    d, pair = _session(topo)
+    # pytest's own directories are root-only; nobody needs somewhere to write stats.
+    out = Path(tempfile.mkdtemp(prefix="xbt-unpriv-"))
+    out.chmod(0o777)
+    try:
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+        eng = engine_factory(
+            d,
+            [*pair, "--sched-deadline", "1000/10000", "--stats-dump", str(out / "s.json")],
+            prefix=nobody,
+        )
+        line = eng.wait_log("sched: cannot reserve SCHED_DEADLINE 1000/10000us")
+        assert "not permitted" in line and line.endswith("staying at other")
+        eng.stats_path = out / "s.json"
+        doc = eng.stats()
+        assert doc["sched"] == "other" and doc["sessions_configured"] == 1
+        assert _policy(eng.pid) == 0
+        wait_until(lambda: eng.proc.poll() is None, timeout=1, what="engine still running")
+        eng.stop()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
