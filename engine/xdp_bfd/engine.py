@@ -8,6 +8,7 @@ scan of all of them.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import heapq
 import logging
@@ -36,6 +37,32 @@ from .stats import DIAG_NAMES, STATE_NAMES, wall_clock_of, write_atomic
 from .wire.control import CodecError, State, decode_control
 
 log = logging.getLogger("xdp_bfd")
+
+
+# Loop lag histogram bounds (µs): how late the loop ran what was due. A starved
+# loop shows here as a tail that a percentile of packet gaps would hide.
+LAG_BUCKETS_US = (100, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 250_000, 500_000, 1_000_000)
+
+
+class LoopLag:
+    """Cumulative histogram of loop lateness, one sample per wake-up (O(1))."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LAG_BUCKETS_US) + 1)
+        self.sum_us = 0
+        self.max_us = 0
+
+    def add(self, lag_us: int) -> None:
+        self.sum_us += lag_us
+        self.max_us = max(self.max_us, lag_us)
+        self.counts[bisect.bisect_left(LAG_BUCKETS_US, lag_us)] += 1
+
+    def doc(self) -> dict[str, Any]:
+        cumulative, total = [], 0
+        for le, n in zip((*LAG_BUCKETS_US, "+Inf"), self.counts, strict=True):
+            total += n
+            cumulative.append([le, total])
+        return {"buckets": cumulative, "count": total, "sum_us": self.sum_us, "max_us": self.max_us}
 
 
 class EngineError(Exception):
@@ -85,6 +112,7 @@ class Engine:
         self.stats_sections: dict[str, Callable[[], Any]] = {}
         self.closers: list[Callable[[], None]] = []
         self.offload: Offload | None = None
+        self.lag = LoopLag()
         self.drops: Counter = Counter()
         self.ports = SourcePorts()
         self.receivers: list[Receiver] = []
@@ -306,11 +334,13 @@ class Engine:
             entry.session.handle_timer(now)
             self.service(entry, now)
 
-    def timeout_s(self, now: int) -> float | None:
+    def next_due(self) -> int | None:
         heads = [h[0][0] for h in (self.timers, self.calls) if h]
-        if not heads:
-            return None
-        return max(0.0, (min(heads) - now) / 1e6)
+        return min(heads) if heads else None
+
+    def timeout_s(self, now: int) -> float | None:
+        due = self.next_due()
+        return None if due is None else max(0.0, (due - now) / 1e6)
 
     def handle_signals(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -340,6 +370,9 @@ class Engine:
     def loop(self) -> None:
         while not self.stop_requested:
             now = now_us()
+            due = self.next_due()
+            if due is not None and now >= due:
+                self.lag.add(now - due)
             self.run_timers(now)
             for key, _ in self.selector.select(self.timeout_s(now_us())):
                 key.data(now_us())
@@ -405,6 +438,7 @@ class Engine:
             "sessions_up": sum(1 for e in self.sessions.values() if e.session.state == State.UP),
             "counters": {"xdp_tx": 0, "xdp_pass": 0, "drop": dict(self.drops)},
             "sessions": sessions,
+            "loop_lag": self.lag.doc(),
         } | {name: fn() for name, fn in self.stats_sections.items()}
         if self.offload is not None:
             self.offload.stats(doc)
@@ -489,6 +523,13 @@ def run(args: argparse.Namespace) -> int:
             dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)
             dataplane.start()
             engine.closers.append(dataplane.close)
+        if args.metrics:
+            from .metrics import MetricsServer  # noqa: PLC0415
+
+            try:
+                engine.closers.append(MetricsServer(engine, args.metrics).close)
+            except (OSError, ValueError) as e:
+                raise EngineError(f"--metrics {args.metrics}: {getattr(e, 'strerror', None) or e}") from None
         # Last: bcc has compiled (compiling under a real-time class trips RT
         # throttling), and nothing forks from here on.
         reserve_scheduling(args.sched_deadline)

@@ -1,0 +1,194 @@
+"""Prometheus exposition (``--metrics HOST:PORT``), served from the engine's own loop.
+
+No thread: a scrape is accepted and answered between two turns of the loop,
+from the same stats document SIGUSR1 writes, so metrics and stats JSON cannot
+disagree and nothing reads engine state concurrently with the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+log = logging.getLogger("xdp_bfd")
+
+STATE_VALUES = {"admin_down": 0, "down": 1, "init": 2, "up": 3}
+MAX_REQUEST = 8192
+MAX_CLIENTS = 8
+SESSION_LABELS = ["local", "peer", "ifname", "multihop"]
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--metrics wants HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class StatsCollector(Collector):
+    """Turns one stats document into metric families."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]]) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        doc = self.stats()
+        yield GaugeMetricFamily(
+            "xdp_bfd_sessions_configured", "Sessions the engine holds", doc["sessions_configured"]
+        )
+        yield GaugeMetricFamily("xdp_bfd_sessions_up", "Sessions in state Up", doc["sessions_up"])
+        yield GaugeMetricFamily(
+            "xdp_bfd_kernel_tx", "1 when the XDP fast path is attached", int(doc["kernel_tx"])
+        )
+        dp = doc.get("dplane")
+        if dp is not None:
+            yield GaugeMetricFamily(
+                "xdp_bfd_dplane_connected",
+                "1 while bfdd is connected over bfddp",
+                int(bool(dp.get("connected"))),
+            )
+        sched = GaugeMetricFamily(
+            "xdp_bfd_sched_info", "Scheduling class of the engine loop", labels=["sched"]
+        )
+        sched.add_metric([doc["sched"]], 1)
+        yield sched
+
+        drops = CounterMetricFamily("xdp_bfd_drops", "Packets discarded, by reason", labels=["reason"])
+        for reason, n in sorted(doc["counters"]["drop"].items()):
+            drops.add_metric([reason], n)
+        yield drops
+        for name in ("xdp_tx", "xdp_pass", "echo_tx", "tx_early"):
+            if name in doc["counters"]:
+                yield CounterMetricFamily(
+                    f"xdp_bfd_{name}", f"Fast-path verdicts: {name}", doc["counters"][name]
+                )
+
+        state = GaugeMetricFamily(
+            "xdp_bfd_session_state", "0 admin_down, 1 down, 2 init, 3 up", labels=SESSION_LABELS
+        )
+        up = GaugeMetricFamily("xdp_bfd_session_up", "1 when the session is Up", labels=SESSION_LABELS)
+        flaps = CounterMetricFamily("xdp_bfd_session_flaps", "Transitions out of Up", labels=SESSION_LABELS)
+        tx = CounterMetricFamily(
+            "xdp_bfd_session_tx_packets", "Control packets sent, by path", labels=[*SESSION_LABELS, "path"]
+        )
+        rx = CounterMetricFamily(
+            "xdp_bfd_session_rx_packets", "Control packets accepted", labels=SESSION_LABELS
+        )
+        ktx = GaugeMetricFamily(
+            "xdp_bfd_session_kernel_tx_active",
+            "1 while the fast path answers the peer",
+            labels=SESSION_LABELS,
+        )
+        overshoot = GaugeMetricFamily(
+            "xdp_bfd_session_detection_overshoot_seconds",
+            "Silence beyond the detection time at the last kernel-detected expiry",
+            labels=SESSION_LABELS,
+        )
+        for s in doc["sessions"]:
+            labels = [s["local"] or "", s["peer"], s["ifname"] or "", str(s["multihop"]).lower()]
+            state.add_metric(labels, STATE_VALUES[s["state"]])
+            up.add_metric(labels, int(s["state"] == "up"))
+            flaps.add_metric(labels, s["flaps"])
+            tx.add_metric([*labels, "kernel"], s["kernel_tx_packets"])
+            tx.add_metric([*labels, "user"], s["user_tx_packets"])
+            rx.add_metric(labels, s["rx_packets"])
+            ktx.add_metric(labels, int(bool(s.get("kernel_tx_active"))))
+            if s.get("last_detection_overshoot_us") is not None:
+                overshoot.add_metric(labels, s["last_detection_overshoot_us"] / 1e6)
+        yield from (state, up, flaps, tx, rx, ktx, overshoot)
+
+        lag = doc.get("loop_lag")
+        if lag:
+            buckets = [(str(le / 1e6) if le != "+Inf" else "+Inf", n) for le, n in lag["buckets"]]
+            yield HistogramMetricFamily(
+                "xdp_bfd_loop_lag_seconds",
+                "How late the engine loop ran its timers (starvation shows here, not in a p99)",
+                buckets=buckets,
+                sum_value=lag["sum_us"] / 1e6,
+            )
+
+
+class MetricsServer:
+    """A tiny HTTP/1.0 responder on the engine's selector."""
+
+    def __init__(self, engine: Any, listen: str) -> None:
+        self.engine = engine
+        host, port = parse_listen(listen)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(16)
+        self.sock.setblocking(False)
+        self.pending: dict[socket.socket, bytes] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(StatsCollector(engine.stats))
+        engine.add_reader(self.sock, self._accept)
+        log.info("metrics: serving on %s:%d", host, port)
+
+    def _accept(self, _now: int) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        if len(self.pending) >= MAX_CLIENTS:
+            conn.close()
+            return
+        conn.setblocking(False)
+        self.pending[conn] = b""
+        self.engine.add_reader(conn, lambda _now, c=conn: self._read(c))
+
+    def _read(self, conn: socket.socket) -> None:
+        # Requests arrive over several turns of the loop if they must: a slow
+        # client never holds the loop while it writes its request.
+        try:
+            chunk = conn.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        request = self.pending.get(conn, b"") + chunk
+        if chunk and b"\r\n\r\n" not in request and len(request) < MAX_REQUEST:
+            self.pending[conn] = request
+            return
+        self._finish(conn)
+        if not chunk or b"\r\n\r\n" not in request:
+            return
+        path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b"/"
+        if path.split(b"?")[0] != b"/metrics":
+            response = b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+        else:
+            body = generate_latest(self.registry)
+            head = (
+                f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {len(body)}\r\n"
+            )
+            response = head.encode() + b"\r\n" + body
+        try:
+            # The body goes to a local socket buffer; bound the rare client that stops reading.
+            conn.settimeout(0.5)
+            conn.sendall(response)
+        except OSError as e:
+            if e.errno not in (errno.EPIPE, errno.ECONNRESET, None):
+                log.debug("metrics: %s", e)
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _finish(self, conn: socket.socket) -> None:
+        self.pending.pop(conn, None)
+        self.engine.remove_reader(conn)
+
+    def close(self) -> None:
+        for conn in list(self.pending):
+            self._finish(conn)
+            conn.close()
+        self.engine.remove_reader(self.sock)
+        self.sock.close()
