@@ -184,6 +184,7 @@ class Engine:
         )
         d = discr if discr is not None else self.allocate_discr()
         entry = Entry(Session(config, d, now_us=now, rng=self.rng), tx, origin)
+        entry.session.demand_poll_us = self.args.demand_poll_us
         self.sessions[d] = entry
         self.by_key[config.key()] = d
         if self.offload is not None:

@@ -58,6 +58,10 @@ class Session:
         self._local_discr = local_discr
         self.periodic_tx_external = False
         self.detection_external = False
+        # In local Demand mode nothing detects a silent peer but a Poll (§6.6):
+        # start one at least this often (never faster than the Detection Time);
+        # 0 never polls, as stock bfdd.
+        self.demand_poll_us = 0
 
         # §6.8.1 initial values; an administratively disabled session starts in AdminDown (§6.8.16).
         self._state = State.ADMIN_DOWN if config.shutdown else State.DOWN
@@ -172,6 +176,9 @@ class Session:
         if deadline is not None and now_us >= deadline:
             # §6.8.1: lets the sequence resynchronise if the peer restarted.
             self._seq_known = False
+        deadline = self._demand_poll_deadline()
+        if deadline is not None and now_us >= deadline:
+            self._poll_queued = True
         self._settle(now_us)
         self._service_tx(now_us)
 
@@ -183,6 +190,7 @@ class Session:
             self._remote_discr_deadline(),
             self._auth_seq_deadline(),
             self._queued_poll_deadline(),
+            self._demand_poll_deadline(),
         )
         return min((d for d in deadlines if d is not None), default=None)
 
@@ -513,6 +521,14 @@ class Session:
         self._eff_tx_us, self._eff_rx_us = self._adv_tx_us, self._adv_rx_us
         self._poll_ended_us = now_us
         self._f_clear_since_poll = False
+
+    def _demand_poll_deadline(self) -> int | None:
+        if not self.demand_poll_us or not self._local_demand_active():
+            return None
+        if self._poll_active or self._poll_queued:
+            return None
+        since = max(self._up_since_us, self._poll_ended_us or 0)
+        return since + max(self.demand_poll_us, self.detect_time_us)
 
     def _local_demand_active(self) -> bool:
         # We ask for Demand mode and both ends are Up, so the peer has stopped
