@@ -154,15 +154,48 @@ static __always_inline int parse(struct xdp_md *ctx, struct parsed *p)
 		p->l4 = off + sizeof(*ip);
 	} else if (proto == ETH_P_IPV6_BE) {
 		struct ipv6hdr *ip6 = data + off;
+		__u32 l4 = off + sizeof(*ip6);
+		__u8 nh, ext = 0, frag = 0;
 
-		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
+		if ((void *)(ip6 + 1) > end)
 			return 0;
-		udp = (void *)(ip6 + 1);
+		nh = ip6->nexthdr;
+		/*
+		 * BFD never needs an extension header, but a packet hidden behind one
+		 * must not slip past the rules: walk a few to find the UDP port.
+		 */
+#pragma unroll
+		for (int i = 0; i < 3; i++) {
+			__u8 *h;
+
+			if (nh == IPPROTO_UDP || l4 > 0x3ff)
+				break;
+			h = data + bounded(l4, 0x3ff);
+			if ((void *)(h + 2) > end)
+				return 0;
+			if (nh == IPPROTO_FRAGMENT) {
+				frag = 1;
+				l4 += 8;
+			} else if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING || nh == IPPROTO_DSTOPTS) {
+				l4 += ((__u32)h[1] + 1) * 8;
+			} else {
+				return 0;
+			}
+			nh = h[0];
+			ext = 1;
+		}
+		if (nh != IPPROTO_UDP || l4 > 0x3ff)
+			return 0;
+		udp = data + bounded(l4, 0x3ff);
 		if ((void *)(udp + 1) > end)
 			return 0;
 		p->dport = bpf_ntohs(udp->dest);
 		if (p->dport != BFD_PORT_CONTROL && p->dport != BFD_PORT_MULTIHOP && p->dport != BFD_PORT_ECHO)
 			return 0;
+		if (frag)
+			return -BFD_C_DROP_FRAGMENT;
+		if (ext)
+			return -BFD_C_DROP_IP_OPTIONS;
 		p->v6 = 1;
 		p->ttl = ip6->hop_limit;
 		__builtin_memcpy(p->key.local, &ip6->daddr, 16);

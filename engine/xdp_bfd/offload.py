@@ -242,6 +242,8 @@ class Offload:
         counters["xdp_pass"] = totals.pop("xdp_pass", 0)
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["tx_early"] = totals.pop("tx_early", 0)
+        # Kernel drops also on their own, so "died in XDP" stays provable.
+        counters["xdp_drop"] = dict(totals)
         drops = counters["drop"]
         for name, value in totals.items():
             drops[name] = drops.get(name, 0) + value
