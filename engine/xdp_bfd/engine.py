@@ -112,6 +112,9 @@ class Engine:
         self.stats_sections: dict[str, Callable[[], Any]] = {}
         self.closers: list[Callable[[], None]] = []
         self.offload: Offload | None = None
+        # True once the XDP echo reflector is attached: only then may we invite
+        # a peer's echo (Required Min Echo RX > 0).
+        self.reflects_echo = False
         self.lag = LoopLag()
         self.drops: Counter = Counter()
         self.ports = SourcePorts()
@@ -495,6 +498,7 @@ def start_fast_path(engine: Engine, args: argparse.Namespace) -> None:
     except KernelError as e:
         raise EngineError(str(e)) from None
     engine.offload = Offload(engine, fp)
+    engine.reflects_echo = True
 
 
 def run(args: argparse.Namespace) -> int:

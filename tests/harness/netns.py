@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -102,13 +103,25 @@ class Namespace:
     def run(
         self, argv: list[str], *, check: bool = True, timeout: float = 30.0
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["ip", "netns", "exec", self.name, *argv],
-            capture_output=True,
-            text=True,
-            check=check,
-            timeout=timeout,
-        )
+        # Output goes through files, not pipes: a daemon that detaches but
+        # keeps the stdout it was started with (FRR 10.x) would otherwise hold
+        # the pipe open and make this wait for an end of file that never comes.
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.run(
+                ["ip", "netns", "exec", self.name, *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                text=True,
+                check=False,
+                timeout=timeout,
+            )
+            out.seek(0)
+            err.seek(0)
+            proc.stdout, proc.stderr = out.read(), err.read()
+        if check:
+            proc.check_returncode()
+        return proc
 
     def popen(self, argv: list[str], **kw: object) -> subprocess.Popen:
         return subprocess.Popen(["ip", "netns", "exec", self.name, *argv], **kw)  # type: ignore[call-overload]

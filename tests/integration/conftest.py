@@ -1,0 +1,24 @@
+"""Fixtures only integration tests need (the shared ones live in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from harness import trixie
+
+
+@pytest.fixture(scope="session")
+def trixie_root() -> Iterator[str]:
+    """A trixie root file system with FRR 10.3, /proc and /dev bound in for the session.
+
+    Built on first use (about 30 s, cached under /var/cache/xdp-bfd-tests),
+    then reused; unmounted when the session ends, whatever the tests did.
+    A machine that cannot build it fails here rather than skipping quietly.
+    """
+    if os.geteuid() != 0:
+        pytest.fail("the trixie root needs root (debootstrap, chroot, bind mounts)")
+    with trixie.trixie_root() as root:
+        yield str(root)

@@ -1,0 +1,719 @@
+"""bfddp data plane logic: message → session mapping, lid ↔ discriminator bookkeeping, --dp-hold.
+
+The engine is replaced by a recording fake with the same hooks (sessions,
+add/update/remove, call_at, a real selector), so every sequence bfdd can
+produce is played here without root, sockets to FRR or timers; the last tests
+use real loopback sockets for the framing and buffering paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import ipaddress
+import logging
+import selectors
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from xdp_bfd import dplane
+from xdp_bfd.cli import DplaneAddress
+from xdp_bfd.dplane import (
+    Dataplane,
+    DpSession,
+    Registry,
+    counters_reply,
+    echo_tx_interval_us,
+    same_path,
+    session_config,
+)
+from xdp_bfd.session import SessionConfig, StateChanged
+from xdp_bfd.wire.bfddp import (
+    AddSession,
+    CountersReply,
+    CountersRequest,
+    DeleteSession,
+    EchoReply,
+    EchoRequest,
+    FrameReader,
+    SessionFlags,
+    StateChange,
+    encode_message,
+)
+from xdp_bfd.wire.control import Diag, State
+
+V4 = ipaddress.IPv4Address
+V6 = ipaddress.IPv6Address
+LOCAL, PEER = V4("198.19.1.1"), V4("198.19.1.2")
+
+
+NO_FLAGS = SessionFlags(0)
+
+
+def add(lid: int = 1001, *, src=LOCAL, dst=PEER, flags: SessionFlags = NO_FLAGS, **kw: Any) -> AddSession:
+    fields = {"min_tx": 10_000, "min_rx": 10_000, "min_echo_tx": 0, "min_echo_rx": 50_000, "ifname": "veth-d"}
+    fields.update(kw)
+    return AddSession(flags=flags, src=src, dst=dst, lid=lid, **fields)
+
+
+# --- the pure mapping ------------------------------------------------------------------
+
+
+def test_single_hop_ipv4_maps_field_by_field():
+    c = session_config(add(min_tx=20_000, min_rx=30_000, detect_mult=5))
+    assert c == SessionConfig(
+        local=LOCAL,
+        peer=PEER,
+        interface="veth-d",
+        multihop=False,
+        min_tx_us=20_000,
+        min_rx_us=30_000,
+        detect_mult=5,
+        echo_us=0,
+        minimum_ttl=254,
+    )
+
+
+def test_flags_map_to_session_options():
+    c = session_config(
+        add(
+            src=V6("fd00:bfd:1::1"),
+            dst=V6("fd00:bfd:1::2"),
+            flags=SessionFlags.IPV6
+            | SessionFlags.MULTIHOP
+            | SessionFlags.PASSIVE
+            | SessionFlags.SHUTDOWN
+            | SessionFlags.DEMAND,
+            ttl=250,
+            ifname="",
+        )
+    )
+    assert (c.multihop, c.passive, c.shutdown, c.demand) == (True, True, True, True)
+    # Multihop: bfdd's ttl is the minimum accepted TTL; an empty ifname is no interface.
+    assert (c.minimum_ttl, c.interface, c.peer) == (250, None, V6("fd00:bfd:1::2"))
+
+
+def test_no_source_address_is_a_wildcard_local():
+    assert session_config(add(src=None)).local is None
+
+
+def test_echo_rx_is_advertised_only_when_something_reflects():
+    # Advertising a Required Min Echo RX invites echoes; without a reflector
+    # an echo-mode peer would time its session out on them.
+    assert session_config(add(flags=SessionFlags.ECHO)).echo_us == 0
+    assert session_config(add(), reflect_echo=True).echo_us == 50_000
+
+
+@pytest.mark.parametrize(
+    ("msg", "why"),
+    [
+        (add(lid=0), "id 0"),
+        (add(dst=V4("0.0.0.0")), "no peer"),
+        (add(detect_mult=0), "detect_mult"),
+        (add(min_tx=0), "min_tx"),
+        (add(flags=SessionFlags.MULTIHOP, ttl=0), "minimum_ttl"),
+        (add(src=PEER), "unusable local"),
+    ],
+)
+def test_unusable_sessions_are_refused_with_a_reason(msg, why):
+    with pytest.raises(ValueError, match=why):
+        session_config(msg)
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "want"),
+    [(50_000, 0, 0), (50_000, 20_000, 50_000), (50_000, 200_000, 200_000), (0, 20_000, 0)],
+)
+def test_echo_interval_is_the_slower_side_and_zero_stops_it(ours, theirs, want):
+    assert echo_tx_interval_us(ours, theirs) == want
+
+
+def test_same_path_ignores_a_missing_interface_only():
+    a = session_config(add())
+    assert same_path(a, session_config(add(ifname="")))
+    assert not same_path(a, session_config(add(ifname="veth-x")))
+    assert not same_path(a, session_config(add(flags=SessionFlags.MULTIHOP)))
+    assert not same_path(a, session_config(add(src=V4("198.19.1.3"))))
+
+
+# --- Registry ----------------------------------------------------------------------------
+
+
+def test_registry_holds_adopts_under_a_new_lid_and_expires():
+    r = Registry()
+    one = DpSession(7, session_config(add(lid=7)))
+    two = DpSession(8, session_config(add(lid=8, dst=V4("198.19.1.3"))))
+    r.add(one, 7)
+    r.add(two, 8)
+    assert r.hold_all(5_000) == [one, two]
+    assert r.by_lid == {} and (one.lid, one.held_until_us) == (None, 5_000)
+    # bfdd restarted: the same path comes back under a different id, without its interface.
+    found = r.find_held(session_config(add(lid=99, ifname="")))
+    assert found is one
+    r.adopt(one, 99)
+    assert r.by_lid == {99: one} and one.discr == 7 and one.held_until_us is None
+    assert r.held() == [two]
+    assert r.expired(4_999) == [] and r.expired(5_000) == [two]
+    r.remove(two)
+    assert r.held() == [] and 8 not in r.by_discr
+
+
+# --- the protocol against a fake engine ------------------------------------------------------
+
+
+@dataclass
+class FakeSession:
+    config: SessionConfig
+    local_discr: int
+    state: State = State.DOWN
+    remote_discr: int = 0
+    remote_demand: bool = False
+    remote_desired_tx_us: int = 0
+    remote_min_rx_us: int = 1
+    remote_min_echo_rx_us: int = 0
+    remote_diag: Diag = Diag.NONE
+    remote_detect_mult: int = 0
+    rx_packets: int = 0
+
+
+@dataclass
+class FakeEntry:
+    session: FakeSession
+    origin: str
+    rx_bytes: int = 0
+    user_tx_packets: int = 0
+    user_tx_bytes: int = 0
+
+
+@dataclass
+class FakeEngine:
+    """The hooks Dataplane uses, recording what it asks for."""
+
+    sessions: dict[int, FakeEntry] = field(default_factory=dict)
+    by_key: dict[Any, int] = field(default_factory=dict)
+    state_listeners: list = field(default_factory=list)
+    stats_sections: dict = field(default_factory=dict)
+    calls: list = field(default_factory=list)
+    removed: list[tuple[int, bool]] = field(default_factory=list)
+    updates: list[tuple[int, SessionConfig]] = field(default_factory=list)
+    selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
+    next_discr: int = 500_000
+    reflects_echo: bool = False
+    _seq: int = 0
+
+    def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> FakeEntry:
+        d = discr if discr is not None else self.allocate_discr()
+        e = FakeEntry(FakeSession(config, d, State.ADMIN_DOWN if config.shutdown else State.DOWN), origin)
+        self.sessions[d] = e
+        self.by_key[config.key()] = d
+        return e
+
+    def update_session(self, discr: int, config: SessionConfig) -> None:
+        e = self.sessions[discr]
+        if e.session.config != config:
+            self.updates.append((discr, config))
+            e.session.config = config
+
+    def remove_session(self, discr: int, *, admin_down: bool = True) -> None:
+        e = self.sessions.pop(discr, None)
+        if e is not None:
+            self.by_key.pop(e.session.config.key(), None)
+            self.removed.append((discr, admin_down))
+
+    def allocate_discr(self) -> int:
+        self.next_discr += 1
+        return self.next_discr
+
+    def call_at(self, deadline: int, fn) -> None:
+        self._seq += 1
+        heapq.heappush(self.calls, (deadline, self._seq, fn))
+
+    def run_calls(self, now: int) -> None:
+        while self.calls and self.calls[0][0] <= now:
+            heapq.heappop(self.calls)[2](now)
+
+    def add_reader(self, sock, cb) -> None:
+        self.selector.register(sock, selectors.EVENT_READ, cb)
+
+    def remove_reader(self, sock) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(sock)
+
+    def change(self, discr: int, new: State, **remote: Any) -> None:
+        """Move a session as the engine would and tell the listeners."""
+        e = self.sessions[discr]
+        old = e.session.state
+        e.session.state = new
+        for k, v in remote.items():
+            setattr(e.session, k, v)
+        for fn in self.state_listeners:
+            fn(e, StateChanged(old, new, Diag.NONE, 0))
+
+
+class FakeConn:
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.open = True
+        self.failed = None
+        self.barrier: int | None = None
+        self.proven = False
+        self.last_reply_us = 0
+
+    def send(self, *msgs) -> None:
+        self.sent.extend(msgs)
+
+    def close(self) -> None:
+        self.open = False
+
+    def take(self, kind=None) -> list:
+        out = [m for m in self.sent if kind is None or isinstance(m, kind)]
+        self.sent.clear()
+        return out
+
+
+def dataplane(hold_s: int = 0) -> tuple[Dataplane, FakeEngine]:
+    eng = FakeEngine()
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 50700), mode="listen", hold_s=hold_s)  # type: ignore[arg-type]
+    return dp, eng
+
+
+def connect(dp: Dataplane) -> FakeConn:
+    conn = FakeConn()
+    dp.conn = conn  # type: ignore[assignment]
+    conn.barrier = dp._echo(conn)  # type: ignore[arg-type]
+    return conn
+
+
+def feed(dp: Dataplane, conn: FakeConn, *msgs, now: int = 0) -> None:
+    for m in msgs:
+        dp.handle(conn, m, now)  # type: ignore[arg-type]
+
+
+def barrier(dp: Dataplane, conn: FakeConn) -> None:
+    assert conn.barrier is not None
+    feed(dp, conn, EchoReply(conn.barrier, 0))
+
+
+def test_add_uses_bfdds_id_as_discriminator_and_repeats_are_idempotent():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1001), add(1001))
+    assert list(eng.sessions) == [1001] and eng.sessions[1001].origin == "dplane"
+    assert eng.updates == []
+    # A registration in Down says nothing bfdd does not already assume.
+    assert conn.take(StateChange) == []
+
+
+def test_changed_timers_update_the_running_session():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1001, min_tx=50_000))
+    assert [(d, c.min_tx_us) for d, c in eng.updates] == [(1001, 50_000)]
+
+
+def test_an_id_already_used_as_a_discriminator_gets_a_fresh_one():
+    dp, eng = dataplane()
+    eng.add_session(session_config(add(dst=V4("198.19.9.9"))), "file", discr=1001)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    (rec,) = dp.registry.registered()
+    assert rec.lid == 1001 and rec.discr != 1001 and rec.discr in eng.sessions
+    eng.sessions[rec.discr].rx_bytes = 240
+    feed(dp, conn, CountersRequest(7, 1001))
+    assert conn.take(CountersReply)[0].control_in_bytes == 240
+
+
+def test_a_path_owned_by_another_origin_is_left_alone():
+    dp, eng = dataplane()
+    eng.add_session(session_config(add()), "file", discr=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    assert list(eng.sessions) == [5] and dp.registry.by_lid == {}
+
+
+def test_delete_removes_with_admin_down_and_unknown_ids_are_ignored():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(1001), DeleteSession(**vars(add(4242))))
+    assert 1001 in eng.sessions
+    feed(dp, conn, DeleteSession(**vars(add(1001))))
+    assert eng.sessions == {} and eng.removed == [(1001, True)]
+
+
+def test_counters_come_from_the_entry_echoes_first_and_unknown_ids_get_zeros():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    conn.take()
+    feed(dp, conn, add(1001))
+    e = eng.sessions[1001]
+    e.rx_bytes, e.session.rx_packets, e.user_tx_bytes, e.user_tx_packets = 2400, 100, 480, 20
+    e.kernel_tx_packets, e.kernel_tx_bytes = 80, 1920  # what the fast path will add
+    feed(dp, conn, CountersRequest(9, 1001))
+    sent = conn.take()
+    # Two ECHO_REQUESTs in front: they make bfdd reclaim its input buffer.
+    assert [type(m) for m in sent] == [EchoRequest, EchoRequest, CountersReply]
+    assert sent[2] == CountersReply(9, 1001, 2400, 100, 480 + 1920, 20 + 80)
+    feed(dp, conn, CountersRequest(10, 77))
+    assert conn.take(CountersReply) == [CountersReply(10, 77)]
+    assert counters_reply(CountersRequest(1, 2), None) == CountersReply(1, 2)
+
+
+def test_state_changes_are_reported_with_bfdds_id_our_state_and_the_peers_values():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    conn.take()
+    eng.change(
+        1001,
+        State.UP,
+        remote_discr=0xABC,
+        remote_desired_tx_us=10_000,
+        remote_min_rx_us=20_000,
+        remote_min_echo_rx_us=50_000,
+        remote_diag=Diag.NEIGHBOR_SIGNALED_SESSION_DOWN,
+        remote_detect_mult=4,
+        remote_demand=True,
+    )
+    (msg,) = conn.take()
+    assert msg == StateChange(1001, 0xABC, 2, 10_000, 20_000, 50_000, State.UP, 3, 4)
+    assert len(encode_message(msg)) == 36
+    # Sessions bfdd did not create are none of its business.
+    eng.add_session(session_config(add(dst=V4("198.19.9.9"))), "file", discr=5)
+    eng.change(5, State.UP)
+    assert conn.take() == []
+
+
+def test_without_hold_a_disconnect_removes_every_dplane_session():
+    dp, eng = dataplane(hold_s=0)
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1002, dst=V4("198.19.1.3")))
+    dp._disconnected(conn, 1_000)  # type: ignore[arg-type]
+    assert eng.sessions == {} and sorted(eng.removed) == [(1001, True), (1002, True)]
+    # bfdd re-adds them: fresh sessions again.
+    conn = connect(dp)
+    feed(dp, conn, add(2001))
+    assert list(eng.sessions) == [2001]
+
+
+def test_hold_adopts_under_a_new_id_keeping_the_discriminator_and_reports_up_once():
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    eng.change(1001, State.UP, remote_discr=0xABC)
+    dp._disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    assert 1001 in eng.sessions and eng.removed == []
+    assert dp.stats()["held"] == 1 and dp.stats()["connected"] is False
+    # Held sessions keep running; their changes wait for bfdd.
+    eng.change(1001, State.UP)
+    conn = connect(dp)
+    conn.take()
+    # Restarted bfdd: a new random id, and no interface yet (frr.conf read before zebra).
+    feed(dp, conn, add(0x7777, ifname=""))
+    assert list(eng.sessions) == [1001] and eng.removed == []
+    assert eng.sessions[1001].session.config.interface == "veth-d"  # the running session keeps it
+    assert dp.registry.by_lid[0x7777].discr == 1001
+    (report,) = conn.take()
+    assert (report.lid, report.state, report.rid) == (0x7777, State.UP, 0xABC)
+    # From now on everything about it speaks bfdd's new id.
+    feed(dp, conn, add(0x7777, ifname=""), CountersRequest(3, 0x7777))
+    assert conn.take(StateChange) == []
+    eng.change(1001, State.DOWN)
+    assert conn.take(StateChange)[0].lid == 0x7777
+    barrier(dp, conn)
+    assert eng.removed == [] and dp.registry.held() == []
+
+
+def test_the_barrier_tears_down_held_sessions_bfdd_did_not_re_add():
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1002, dst=V4("198.19.1.3")))
+    dp._disconnected(conn, 0)  # type: ignore[arg-type]
+    conn = connect(dp)
+    feed(dp, conn, add(3001))  # only the first path comes back
+    feed(dp, conn, EchoReply(conn.barrier - 1, 0))  # type: ignore[operator]
+    assert eng.removed == []  # not a reply to the barrier
+    barrier(dp, conn)
+    assert eng.removed == [(1002, True)] and list(eng.sessions) == [1001]
+
+
+def test_a_later_reply_stands_in_for_a_lost_barrier_reply():
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    dp._disconnected(conn, 0)  # type: ignore[arg-type]
+    conn = connect(dp)
+    later = dp._echo(conn)  # type: ignore[arg-type]
+    feed(dp, conn, EchoReply(later + 1_000_000, 0))  # never sent: proves nothing
+    assert eng.removed == []
+    feed(dp, conn, EchoReply(later, 0))
+    assert eng.removed == [(1001, True)]
+
+
+def test_the_hold_deadline_tears_down_what_nobody_re_added():
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    dp._disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    # A client that connects but never answers the barrier does not extend the hold.
+    conn2 = connect(dp)
+    dp._disconnected(conn2, 3_000_000)  # type: ignore[arg-type]
+    eng.run_calls(5_999_999)
+    assert eng.removed == []
+    eng.run_calls(6_000_000)
+    assert eng.removed == [(1001, True)] and eng.sessions == {}
+
+
+def test_a_new_id_for_a_registered_path_renames_it():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1002))
+    assert list(eng.sessions) == [1001] and list(dp.registry.by_lid) == [1002]
+
+
+def test_a_moved_path_restarts_the_session_under_the_same_discriminator():
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1001, src=V4("198.19.1.5")))
+    assert eng.removed == [(1001, True)]
+    assert eng.sessions[1001].session.config.local == V4("198.19.1.5")
+
+
+def test_shutdown_registration_is_reported_as_admin_down():
+    dp, _ = dataplane()
+    conn = connect(dp)
+    conn.take()
+    feed(dp, conn, add(1001, flags=SessionFlags.SHUTDOWN))
+    assert [m.state for m in conn.take(StateChange)] == [State.ADMIN_DOWN]
+
+
+# --- real sockets: framing, refusal, buffering -------------------------------------------------
+
+
+def spin(eng: FakeEngine, seconds: float, until=lambda: False) -> bool:
+    """Run the fake loop (selector + timed calls) until ``until()`` or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not until():
+        if time.monotonic() >= deadline:
+            return False
+        eng.run_calls(time.monotonic_ns() // 1000)
+        for key, _ in eng.selector.select(0.01):
+            key.data(time.monotonic_ns() // 1000)
+    return True
+
+
+class Client:
+    """A stand-in bfdd on a real TCP connection, reading while the fake loop runs."""
+
+    def __init__(self, eng: FakeEngine, port: int) -> None:
+        self.eng = eng
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setblocking(False)
+        self.reader = FrameReader()
+        self.got: list = []
+        self.eof = False
+
+    def send(self, data: bytes) -> None:
+        self.sock.setblocking(True)
+        self.sock.sendall(data)
+        self.sock.setblocking(False)
+
+    def _poll(self) -> None:
+        try:
+            data = self.sock.recv(65536)
+        except BlockingIOError:
+            return
+        if not data:
+            self.eof = True
+            return
+        self.got += self.reader.feed(data)
+
+    def wait(self, pred, seconds: float = 2.0) -> bool:
+        def check() -> bool:
+            self._poll()
+            return bool(pred())
+
+        return spin(self.eng, seconds, check)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def listening():
+    eng = FakeEngine()
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=30)  # type: ignore[arg-type]
+    dp.start()
+    port = dp.listener.getsockname()[1]  # type: ignore[union-attr]
+    clients: list[Client] = []
+
+    def client() -> Client:
+        c = Client(eng, port)
+        clients.append(c)
+        return c
+
+    try:
+        yield dp, eng, client
+    finally:
+        for c in clients:
+            c.close()
+        dp.close()
+
+
+def test_a_framing_error_drops_only_the_connection_and_holds_the_sessions(listening, caplog):
+    dp, eng, client = listening
+    caplog.set_level(logging.INFO, logger="xdp_bfd")
+    c = client()
+    assert c.wait(lambda: c.got), "no barrier ECHO_REQUEST after connecting"
+    assert isinstance(c.got[0], EchoRequest)
+    c.send(encode_message(add(1001)))
+    assert c.wait(lambda: 1001 in eng.sessions)
+    c.send(b"\x02" + bytes(30))  # version 2: the stream is out of step
+    assert c.wait(lambda: c.eof), "the engine kept the connection"
+    drops = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert drops == ["dplane: dropping connection: framing error: version: version 2"]
+    assert 1001 in eng.sessions and dp.stats()["held"] == 1 and eng.removed == []
+    # A fresh connection is served at once.
+    c2 = client()
+    c2.send(encode_message(EchoRequest(12345)))
+    assert c2.wait(lambda: any(isinstance(m, EchoReply) and m.dp_time == 12345 for m in c2.got))
+
+
+def test_one_bfdd_at_a_time_but_a_closed_one_is_replaced_at_once(listening):
+    dp, _, client = listening
+    first = client()
+    assert first.wait(lambda: first.got)
+    second = client()
+    assert second.wait(lambda: second.eof), "a second connection was accepted beside the first"
+    assert dp.stats()["connections"] == 1
+    # The first goes away; its end of file may still be unread when the next
+    # connection arrives, and must not get that one refused.
+    first.close()
+    third = client()
+    assert third.wait(lambda: third.got and isinstance(third.got[0], EchoRequest))
+    assert dp.stats()["connections"] == 2 and not third.eof
+
+
+def test_a_bfdd_that_stops_reading_is_dropped_not_waited_for(listening, monkeypatch, caplog):
+    dp, eng, client = listening
+    monkeypatch.setattr(dplane, "OUTPUT_LIMIT", 64 * 1024)
+    c = client()
+    assert spin(eng, 1, lambda: dp.conn is not None)
+    # Counters requests without ever reading a reply: the loop must keep
+    # running while our output piles up (past the kernel's own buffers, a
+    # few MB on loopback), until the bound cuts the connection off.
+    chunk = b"".join(encode_message(CountersRequest(i + 1, 1)) for i in range(1000))
+    sent = 0
+
+    def push() -> bool:
+        nonlocal sent
+        with contextlib.suppress(BlockingIOError, ConnectionError):
+            sent += c.sock.send(chunk)
+        return dp.conn is None or sent > 50_000_000
+
+    assert spin(eng, 20, push) and dp.conn is None, f"output grew without bound ({sent} bytes of requests)"
+    assert any("output buffer over 65536 bytes" in r.getMessage() for r in caplog.records)
+
+
+def test_stats_section_is_the_contract_shape(listening):
+    dp, eng, _ = listening
+    assert eng.stats_sections["dplane"]() == {
+        "mode": "listen",
+        "address": dp.addr.display,
+        "connected": False,
+        "sessions": 0,
+        "held": 0,
+        "connections": 0,
+    }
+
+
+def test_connect_mode_backs_off_connects_and_comes_straight_back(caplog):
+    caplog.set_level(logging.INFO, logger="xdp_bfd")
+    # A port nobody listens on yet (bound, not listening, so nothing else takes it).
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    eng = FakeEngine()
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", port), mode="connect", hold_s=0)  # type: ignore[arg-type]
+    try:
+        dp.start()
+        spin(eng, 0.8)
+        delays = sorted(d for d, _, _ in eng.calls)
+        assert dp.conn is None and len(delays) == 1  # one retry pending at a time
+        assert [r.getMessage() for r in caplog.records].count(f"dplane: connecting to 127.0.0.1:{port}") == 1
+        holder.listen(4)  # bfdd comes up
+        assert spin(eng, 4, lambda: dp.conn is not None), "never connected"
+        server, _ = holder.accept()
+        bfdd = FrameReader()
+        server.settimeout(2)
+        (hello,) = bfdd.feed(server.recv(4096))
+        assert isinstance(hello, EchoRequest)
+        server.sendall(encode_message(EchoReply(hello.dp_time, 0)))  # a working bfdd
+        assert spin(eng, 1, lambda: dp.conn.proven)  # type: ignore[union-attr]
+        server.close()  # bfdd drops the connection: we are back at once, not after a backoff
+        assert spin(eng, 1, lambda: dp.conn is None)
+        t0 = time.monotonic()
+        assert spin(eng, 1, lambda: dp.conn is not None), "no immediate reconnect"
+        assert time.monotonic() - t0 < 0.05
+        assert dp.stats()["connections"] == 2
+    finally:
+        dp.close()
+        holder.close()
+
+
+def test_an_adopted_session_bfdd_shuts_down_is_reported_once():
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    eng.change(1001, State.UP)
+    dp._disconnected(conn, 0)  # type: ignore[arg-type]
+    conn = connect(dp)
+    conn.take()
+    real_update = eng.update_session
+
+    def update(discr: int, config: SessionConfig) -> None:
+        real_update(discr, config)
+        if config.shutdown:
+            eng.change(discr, State.ADMIN_DOWN)
+
+    eng.update_session = update  # type: ignore[method-assign]
+    feed(dp, conn, add(2002, flags=SessionFlags.SHUTDOWN))
+    # Not "Up" and then "AdminDown": bfdd would tell its clients the session came up.
+    assert [(m.lid, m.state) for m in conn.take(StateChange)] == [(2002, State.ADMIN_DOWN)]
+
+
+@pytest.mark.parametrize("kind", ["ipv6", "unix"])
+def test_other_transports_connect(kind, tmp_path):
+    """bfdd's ``ipv6:`` and ``unix:`` listeners, reached with --dplane-connect."""
+    if kind == "unix":
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = str(tmp_path / "bfdd-dp.sock")
+        server.bind(path)
+        addr = DplaneAddress("unix", path, 0)
+    else:
+        server = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        try:
+            server.bind(("::1", 0))
+        except OSError:
+            server.close()
+            pytest.skip("no IPv6 loopback here")
+        addr = DplaneAddress("ipv6", "::1", server.getsockname()[1])
+    server.listen(1)
+    eng = FakeEngine()
+    dp = Dataplane(eng, addr, mode="connect")  # type: ignore[arg-type]
+    try:
+        dp.start()
+        assert spin(eng, 2, lambda: dp.conn is not None)
+        peer, _ = server.accept()
+        peer.settimeout(2)
+        (hello,) = FrameReader().feed(peer.recv(4096))
+        assert isinstance(hello, EchoRequest)
+        peer.sendall(encode_message(add(1001)))
+        assert spin(eng, 2, lambda: 1001 in eng.sessions)
+        peer.close()
+    finally:
+        dp.close()
+        server.close()
