@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .kernel import FastPath, mapped16
 from .session import Rejected
-from .wire.control import CodecError, ControlPacket, State, decode_control, encode_control
+from .wire.control import CodecError, State, decode_control, encode_control
 
 if TYPE_CHECKING:
     from .engine import Engine, Entry
@@ -131,19 +132,9 @@ class Offload:
             flags |= self.c["BFD_CFG_DETECT"]
         if cfg.auth is not None:
             flags |= self.c["BFD_CFG_AUTH"]
-        template = s.current_packet()
-        reply = encode_control(
-            ControlPacket(
-                state=State.UP,
-                my_discr=template.my_discr,
-                diag=template.diag,
-                detect_mult=template.detect_mult,
-                desired_min_tx_us=template.desired_min_tx_us,
-                required_min_rx_us=template.required_min_rx_us,
-                required_min_echo_rx_us=template.required_min_echo_rx_us,
-                cpi=template.cpi,
-            )
-        )
+        # The kernel answers only while Up and fills Your Discriminator from the
+        # peer's packet (so the reply stays right across a peer restart).
+        reply = encode_control(replace(s.current_packet(), state=State.UP, your_discr=0))
         raw = entry.last_rx_raw
         expect = bytes(24)
         if len(raw) >= 24 and raw[3] == 24 and not raw[1] & 0x04:
