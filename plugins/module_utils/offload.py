@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# Copyright: xdp_bfd.fastpath developers
+# GNU General Public License v2.0 or later (see LICENSE or https://www.gnu.org/licenses/old-licenses/gpl-2.0.txt),
+# which includes version 3 of the License (https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-2.0-or-later
+
+"""Is the XDP offload live? Signal the engine, wait for fresh stats, judge them.
+
+The stats JSON and the definition of *live* are contracts (DESIGN.md, "Stats JSON"):
+``kernel_tx`` is true; the dataplane is connected when one is configured (``dplane``
+not null); ``sessions_up == sessions_configured``; the file was written after our
+signal; and every Up session has a recent kernel transmission (``last_ktx_age_us``).
+A zero kernel TX count on an Up session means userspace is answering, not the offload.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import json
+import time
+
+DEFAULT_STATS_PATH = "/tmp/bfd_tx_stats.json"
+DEFAULT_PROCESS_NAME = "xdp-bfd"
+# A session's kernel TX is "recent" when younger than this many detection times (the fast
+# path answers every peer packet, so a healthy age stays below one packet interval).
+KTX_AGE_DETECT_FACTOR = 3
+# Used when a session reports no detection time.
+KTX_AGE_FALLBACK_US = 3000000
+# generated_at is rounded to the millisecond by the engine.
+GENERATED_AT_SLACK_S = 0.001
+POLL_INTERVAL_S = 0.1
+
+# Indirection so unit tests can drive the clock.
+_clock = time.time
+_sleep = time.sleep
+
+
+def ktx_age_bound_us(session, max_ktx_age_us=None):
+    """The largest ``last_ktx_age_us`` still counted as recent for ``session``."""
+    if max_ktx_age_us is not None:
+        return int(max_ktx_age_us)
+    detect = session.get("detect_time_us") or 0
+    if detect > 0:
+        return KTX_AGE_DETECT_FACTOR * int(detect)
+    return KTX_AGE_FALLBACK_US
+
+
+def session_name(s):
+    name = "%s->%s" % (s.get("local") or "*", s.get("peer"))
+    if s.get("ifname"):
+        name += " on %s" % s["ifname"]
+    if s.get("multihop"):
+        name += " (multihop)"
+    return name
+
+
+def session_reasons(session, max_ktx_age_us=None):
+    """Why one Up session is not answered by the fast path ([] when it is)."""
+    if session.get("state") != "up":
+        return []
+    name = session_name(session)
+    ktx = session.get("kernel_tx_packets")
+    age = session.get("last_ktx_age_us")
+    if not ktx:
+        return ["session %s is up but the kernel has sent nothing for it (userspace is answering)" % name]
+    if age is None:
+        return ["session %s is up but has no last kernel TX time" % name]
+    bound = ktx_age_bound_us(session, max_ktx_age_us)
+    if age > bound:
+        return [
+            "session %s: last kernel TX %d us ago, more than %d us (userspace is answering)"
+            % (name, age, bound)
+        ]
+    return []
+
+
+def evaluate(stats, signal_time=None, max_ktx_age_us=None, min_sessions=1):
+    """(live, reasons) for a stats document; ``signal_time`` None skips the freshness rule."""
+    reasons = []
+    if not isinstance(stats, dict):
+        return False, ["no stats document"]
+    if signal_time is not None:
+        generated = stats.get("generated_at")
+        if not isinstance(generated, (int, float)):
+            reasons.append("stats have no generated_at")
+        elif generated + GENERATED_AT_SLACK_S < signal_time:
+            reasons.append(
+                "stats were generated at %.3f, before the signal at %.3f (the engine wrote none in time)"
+                % (generated, signal_time)
+            )
+    if stats.get("kernel_tx") is not True:
+        reasons.append("kernel_tx is not true: the XDP fast path is not attached")
+    dplane = stats.get("dplane")
+    if dplane is not None and not (isinstance(dplane, dict) and dplane.get("connected") is True):
+        addr = dplane.get("address") if isinstance(dplane, dict) else None
+        reasons.append("dataplane %sis not connected to bfdd" % ("%s " % addr if addr else ""))
+    configured = stats.get("sessions_configured")
+    up = stats.get("sessions_up")
+    if configured != up:
+        reasons.append("%s of %s configured sessions are up" % (up, configured))
+    if isinstance(configured, int) and configured < min_sessions:
+        reasons.append("%d sessions configured, fewer than %d" % (configured, min_sessions))
+    for s in stats.get("sessions") or []:
+        reasons.extend(session_reasons(s, max_ktx_age_us))
+    return not reasons, reasons
+
+
+def _same_ip(a, b):
+    try:
+        return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+    except ValueError:
+        return False
+
+
+def find_session(stats, peer, local=None, interface=None, multihop=False):
+    """The engine's session for one BFD peer, or None."""
+    for s in (stats or {}).get("sessions") or []:
+        if not _same_ip(s.get("peer"), peer):
+            continue
+        if bool(s.get("multihop")) != bool(multihop):
+            continue
+        if local and s.get("local") and not _same_ip(s.get("local"), local):
+            continue
+        if interface and s.get("ifname") and s.get("ifname") != interface:
+            continue
+        return s
+    return None
+
+
+def peer_offload_reasons(stats, peers, max_ktx_age_us=None):
+    """Reasons the given peers (dicts: peer, local_address, interface, multihop) are not offloaded."""
+    reasons = []
+    for p in peers:
+        s = find_session(stats, p["peer"], p.get("local_address"), p.get("interface"), p.get("multihop"))
+        label = p["peer"] + (" on %s" % p["interface"] if p.get("interface") else "")
+        if s is None:
+            reasons.append("peer %s has no session in the engine" % label)
+        elif s.get("state") != "up":
+            reasons.append("peer %s: the engine's session is %s" % (label, s.get("state")))
+        # an Up session's kernel TX is already judged by evaluate()
+    return reasons
+
+
+def read_stats(path):
+    """(document, error): the stats JSON at ``path``; never raises for a missing or bad file."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (IOError, OSError) as e:
+        return None, "cannot read %s: %s" % (path, e.strerror or e)
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        return None, "%s is not valid JSON: %s" % (path, e)
+    if not isinstance(doc, dict):
+        return None, "%s does not hold a JSON object" % path
+    return doc, None
+
+
+def signal_engine(module, pidfile=None, process_name=DEFAULT_PROCESS_NAME):
+    """Send SIGUSR1 to the engine. Returns (signal_time, argv, error)."""
+    if pidfile:
+        try:
+            with open(pidfile) as f:
+                pid = f.read().strip()
+        except (IOError, OSError) as e:
+            return None, None, "cannot read pidfile %s: %s" % (pidfile, e.strerror or e)
+        if not pid.isdigit() or int(pid) <= 0:
+            return None, None, "pidfile %s does not hold a process id: %r" % (pidfile, pid[:40])
+        argv = [module.get_bin_path("kill", required=True), "-USR1", pid]
+    else:
+        argv = [module.get_bin_path("pkill", required=True), "-USR1", "-x", process_name]
+    signal_time = _clock()
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        if pidfile:
+            why = (err or out).strip() or "rc %d" % rc
+            return None, argv, "cannot signal pid %s from %s: %s" % (pid, pidfile, why)
+        if rc == 1:
+            return None, argv, "no process named %s is running" % process_name
+        return None, argv, "pkill failed (rc %d): %s" % (rc, (err or out).strip())
+    return signal_time, argv, None
+
+
+def collect(module, path=DEFAULT_STATS_PATH, pidfile=None, process_name=DEFAULT_PROCESS_NAME,
+            timeout=5.0, max_ktx_age_us=None, min_sessions=1):
+    """Signal the engine, wait (bounded) for stats written after the signal, judge them.
+
+    Returns a dict: stats, offload_live, reasons, signaled, signal_command, waited.
+    """
+    result = {"stats": None, "offload_live": False, "reasons": [], "signaled": False,
+              "signal_command": None, "waited": 0.0}
+    signal_time, argv, error = signal_engine(module, pidfile, process_name)
+    result["signal_command"] = argv
+    if error:
+        result["reasons"].append(error)
+        # Still show what the last dump said, for the operator; it cannot prove liveness.
+        result["stats"] = read_stats(path)[0]
+        return result
+    result["signaled"] = True
+    start = _clock()
+    deadline = start + float(timeout)
+    doc, read_error = None, None
+    while True:
+        doc, read_error = read_stats(path)
+        fresh = (
+            doc is not None
+            and isinstance(doc.get("generated_at"), (int, float))
+            and doc["generated_at"] + GENERATED_AT_SLACK_S >= signal_time
+        )
+        if fresh or _clock() >= deadline:
+            break
+        _sleep(POLL_INTERVAL_S)
+    result["waited"] = round(_clock() - start, 3)
+    result["stats"] = doc
+    if doc is None:
+        result["reasons"].append("%s (waited %.1f s after the signal)" % (read_error, float(timeout)))
+        return result
+    live, reasons = evaluate(doc, signal_time, max_ktx_age_us, min_sessions)
+    result["offload_live"] = live
+    result["reasons"] = reasons
+    return result

@@ -1,0 +1,187 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: xdp_bfd.fastpath developers
+# GNU General Public License v2.0 or later (see LICENSE or https://www.gnu.org/licenses/old-licenses/gpl-2.0.txt),
+# which includes version 3 of the License (https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-2.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: offload_info
+short_description: Ask the xdp-bfd engine for fresh stats and say whether the XDP offload is live
+version_added: 0.1.0
+description:
+  - Sends SIGUSR1 to the engine (C(pkill -USR1 -x xdp-bfd), or C(kill -USR1 PID) with the pid
+    from O(pidfile)), waits at most O(timeout) seconds for the stats JSON at O(path) to be
+    rewritten with a C(generated_at) after the signal, and returns the stats with a verdict.
+  - The offload is live (RV(offload_live)) when all of these hold, and RV(reasons) lists each
+    one that does not
+  - C(kernel_tx) is true (the XDP fast path is attached);
+  - the dataplane is connected to bfdd, when one is configured (C(dplane) not null);
+  - C(sessions_up) equals C(sessions_configured), and at least O(min_sessions) are configured;
+  - the stats were written after this module's signal (a stale file proves nothing);
+  - every Up session has kernel transmissions (C(kernel_tx_packets) > 0) and its last one is
+    recent (C(last_ktx_age_us) at most O(max_ktx_age_us), by default three times the session's
+    C(detect_time_us)). An Up session without recent kernel TX is being answered by userspace.
+  - Changes nothing on the host; the stats dump the signal triggers is the engine's normal
+    reporting path.
+author:
+  - xdp_bfd.fastpath developers (@xdp-bfd)
+attributes:
+  check_mode:
+    description: Runs normally in check mode (it only reads; the signal only makes the engine write its stats).
+    support: full
+  diff_mode:
+    description: Nothing is changed, so there is no diff.
+    support: none
+options:
+  path:
+    description: Stats JSON the engine writes on SIGUSR1 (its C(--stats-dump)).
+    type: path
+    default: /tmp/bfd_tx_stats.json
+  pidfile:
+    description:
+      - File holding the engine's process id. Without it, the engine is found by O(process_name).
+    type: path
+  process_name:
+    description: Exact process name to signal with C(pkill -x) when O(pidfile) is not given.
+    type: str
+    default: xdp-bfd
+  timeout:
+    description: Seconds to wait for stats written after the signal.
+    type: float
+    default: 5
+  max_ktx_age_us:
+    description:
+      - Largest C(last_ktx_age_us) (microseconds) an Up session may report and still count as
+        answered by the kernel.
+      - By default each session's bound is three times its C(detect_time_us) (3 s when the
+        session reports none). The fast path answers every packet from the peer, so a healthy
+        session's age stays below one receive interval; three detection times leaves room for
+        replies skipped as early without flagging them.
+    type: int
+  min_sessions:
+    description:
+      - Fewest configured sessions for the offload to count as live. The default, 1, makes an
+        engine with no sessions "not live" (nothing is offloaded); set 0 to accept it.
+    type: int
+    default: 1
+notes:
+  - The module never fails because the offload is not live; assert on RV(offload_live) (and show
+    RV(reasons)) in the play. It fails only on invalid parameters.
+  - C(generated_at) is compared with the time of the signal on the managed host's clock, with one
+    millisecond of slack for the engine's rounding.
+seealso:
+  - module: xdp_bfd.fastpath.bfd_session
+"""
+
+EXAMPLES = r"""
+- name: Ask the engine for fresh stats
+  xdp_bfd.fastpath.offload_info:
+  register: offload
+
+- name: The XDP fast path answers every session
+  ansible.builtin.assert:
+    that: offload.offload_live
+    fail_msg: "{{ offload.reasons | join('; ') }}"
+
+- name: An engine started with its own pid file and stats path, stricter on kernel TX age
+  xdp_bfd.fastpath.offload_info:
+    pidfile: /run/xdp-bfd.pid
+    path: /run/xdp-bfd/stats.json
+    timeout: 10
+    max_ktx_age_us: 100000
+"""
+
+RETURN = r"""
+offload_live:
+  description: Whether the offload is live by the rules above.
+  returned: always
+  type: bool
+  sample: true
+reasons:
+  description: One sentence per rule that does not hold; empty when RV(offload_live) is true.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "session 198.19.0.1->198.19.0.2 on eth1 is up but the kernel has sent nothing for it (userspace is answering)"
+stats:
+  description:
+    - The stats JSON as the engine wrote it (see the engine documentation for its fields); null
+      when it could not be read. When the signal could not be sent, the last dump, if any.
+  returned: always
+  type: dict
+  sample:
+    version: 1
+    generated_at: 1764470000.123
+    pid: 1234
+    kernel_tx: true
+    sessions_configured: 1
+    sessions_up: 1
+signaled:
+  description: Whether the signal was delivered.
+  returned: always
+  type: bool
+signal_command:
+  description: The command that sent the signal (null when none could be built).
+  returned: always
+  type: list
+  elements: str
+  sample: [/usr/bin/pkill, -USR1, -x, xdp-bfd]
+waited:
+  description: Seconds spent waiting for the stats after the signal.
+  returned: always
+  type: float
+  sample: 0.2
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
+
+
+def run_module():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", default=offload.DEFAULT_STATS_PATH),
+            pidfile=dict(type="path"),
+            process_name=dict(type="str", default=offload.DEFAULT_PROCESS_NAME),
+            timeout=dict(type="float", default=5),
+            max_ktx_age_us=dict(type="int"),
+            min_sessions=dict(type="int", default=1),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["timeout"] < 0:
+        module.fail_json(msg="timeout must not be negative, got %s" % p["timeout"])
+    if p["max_ktx_age_us"] is not None and p["max_ktx_age_us"] <= 0:
+        module.fail_json(msg="max_ktx_age_us must be positive, got %s" % p["max_ktx_age_us"])
+    if p["min_sessions"] < 0:
+        module.fail_json(msg="min_sessions must not be negative, got %s" % p["min_sessions"])
+    if not p["process_name"]:
+        module.fail_json(msg="process_name must not be empty")
+
+    result = offload.collect(
+        module,
+        path=p["path"],
+        pidfile=p["pidfile"],
+        process_name=p["process_name"],
+        timeout=p["timeout"],
+        max_ktx_age_us=p["max_ktx_age_us"],
+        min_sessions=p["min_sessions"],
+    )
+    module.exit_json(changed=False, **result)
+
+
+def main():
+    run_module()
+
+
+if __name__ == "__main__":
+    main()

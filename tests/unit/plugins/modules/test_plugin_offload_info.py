@@ -1,0 +1,247 @@
+"""offload_info: the signal it sends (exact argv), the wait for fresh stats, the verdict.
+
+The engine is simulated by the fake ``pkill``/``kill`` command: its effect writes the stats
+file the way the engine does on SIGUSR1. The clock is fake so waits take no time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
+from ansible_collections.xdp_bfd.fastpath.plugins.modules import offload_info
+from fastpath_modtest import Cmd
+
+PKILL = ["/usr/bin/pkill", "-USR1", "-x", "xdp-bfd"]
+T0 = 1764470000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    c = FakeClock()
+    monkeypatch.setattr(offload, "_clock", c)
+    monkeypatch.setattr(offload, "_sleep", c.sleep)
+    return c
+
+
+def doc(generated_at: float, **kw: Any) -> dict[str, Any]:
+    d = {
+        "version": 1, "generated_at": generated_at, "pid": 1234, "engine_version": "0.1.0", "kernel_tx": True,
+        "xdp": {"ifname": "eth1", "ifindex": 2, "mode": "native"},
+        "dplane": {"mode": "connect", "address": "127.0.0.1:50700", "connected": True},
+        "deadman_us": 3000000, "sched": "fifo 60", "sessions_configured": 1, "sessions_up": 1,
+        "counters": {"xdp_tx": 90, "xdp_pass": 0, "drop": {}},
+        "sessions": [{
+            "local": "198.19.0.1", "peer": "198.19.0.2", "ifname": "eth1", "multihop": False,
+            "local_discr": 1, "remote_discr": 2, "state": "up", "remote_state": "up", "diag": "none",
+            "tx_interval_us": 10000,
+            "detect_time_us": 30000, "rx_packets": 100, "kernel_tx_packets": 90, "user_tx_packets": 10,
+            "last_rx_age_us": 3000, "last_ktx_age_us": 3100, "flaps": 0, "up_since": T0 - 5,
+        }],
+    }  # fmt: skip
+    d.update(kw)
+    return d
+
+
+def engine_writes(path: Path, clock: FakeClock, **kw: Any):
+    """The effect of SIGUSR1 on a live engine: stats generated 20 ms after the signal."""
+
+    def effect() -> None:
+        path.write_text(json.dumps(doc(round(clock.now + 0.02, 3), **kw)))
+
+    return effect
+
+
+def test_live(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(offload_info, {"path": str(path)}, [Cmd(PKILL, effect=engine_writes(path, clock))])
+    assert res["changed"] is False
+    assert res["offload_live"] is True, res["reasons"]
+    assert res["reasons"] == []
+    assert res["signaled"] is True
+    assert res["signal_command"] == PKILL
+    assert res["stats"]["sessions"][0]["kernel_tx_packets"] == 90
+
+
+def test_check_mode_runs_the_same(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info, {"path": str(path)}, [Cmd(PKILL, effect=engine_writes(path, clock))], check_mode=True
+    )
+    assert res["changed"] is False
+    assert res["offload_live"] is True
+
+
+def test_waits_for_the_rewrite(run_module, tmp_path, clock, monkeypatch):
+    """The file exists but is old; the engine's rewrite lands 0.35 s later: the module waits for it."""
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps(doc(T0 - 60)))
+    real_sleep = clock.sleep
+
+    def sleep(seconds: float) -> None:
+        real_sleep(seconds)
+        if clock.now >= T0 + 0.35 and json.loads(path.read_text())["generated_at"] < T0:
+            path.write_text(json.dumps(doc(round(clock.now, 3))))
+
+    monkeypatch.setattr(offload, "_sleep", sleep)
+    res = run_module(offload_info, {"path": str(path), "timeout": 2}, [Cmd(PKILL)])
+    assert res["offload_live"] is True, res["reasons"]
+    assert 0.35 <= res["waited"] <= 0.5
+
+
+def test_pidfile_uses_kill(run_module, tmp_path, clock):
+    path, pidfile = tmp_path / "stats.json", tmp_path / "xdp-bfd.pid"
+    pidfile.write_text("4242\n")
+    cmd = Cmd(["/usr/bin/kill", "-USR1", "4242"], effect=engine_writes(path, clock))
+    res = run_module(offload_info, {"path": str(path), "pidfile": str(pidfile)}, [cmd])
+    assert res["offload_live"] is True
+    assert res["signal_command"] == ["/usr/bin/kill", "-USR1", "4242"]
+
+
+def test_process_name(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    cmd = Cmd(["/usr/bin/pkill", "-USR1", "-x", "xdp-bfd-lab"], effect=engine_writes(path, clock))
+    res = run_module(offload_info, {"path": str(path), "process_name": "xdp-bfd-lab"}, [cmd])
+    assert res["offload_live"] is True
+
+
+def test_not_live_reasons_are_returned_not_failed(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info,
+        {"path": str(path)},
+        [Cmd(PKILL, effect=engine_writes(path, clock, kernel_tx=False, xdp=None, sessions_up=0))],
+    )
+    assert not res.failed
+    assert res["offload_live"] is False
+    assert res["reasons"] == [
+        "kernel_tx is not true: the XDP fast path is not attached",
+        "0 of 1 configured sessions are up",
+    ]
+
+
+def test_userspace_answering_is_not_live(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    s = doc(0)["sessions"][0] | {"kernel_tx_packets": 0, "last_ktx_age_us": None, "user_tx_packets": 100}
+    res = run_module(
+        offload_info, {"path": str(path)}, [Cmd(PKILL, effect=engine_writes(path, clock, sessions=[s]))]
+    )
+    assert res["offload_live"] is False
+    assert res["reasons"] == [
+        "session 198.19.0.1->198.19.0.2 on eth1 is up but the kernel has sent nothing for it "
+        "(userspace is answering)"
+    ]
+
+
+def test_max_ktx_age(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info,
+        {"path": str(path), "max_ktx_age_us": 3000},
+        [Cmd(PKILL, effect=engine_writes(path, clock))],
+    )
+    assert res["reasons"] == [
+        "session 198.19.0.1->198.19.0.2 on eth1: last kernel TX 3100 us ago, more than 3000 us "
+        "(userspace is answering)"
+    ]
+
+
+def test_engine_not_running(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps(doc(T0 - 3600)))
+    res = run_module(offload_info, {"path": str(path)}, [Cmd(PKILL, rc=1)])
+    assert not res.failed
+    assert res["offload_live"] is False
+    assert res["signaled"] is False
+    assert res["reasons"] == ["no process named xdp-bfd is running"]
+    assert res["stats"]["generated_at"] == T0 - 3600  # the last dump, for the operator
+
+
+def test_stale_file_times_out(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps(doc(T0 - 3600)))
+    res = run_module(offload_info, {"path": str(path), "timeout": 1.5}, [Cmd(PKILL)])
+    assert res["offload_live"] is False
+    assert res["reasons"] == [
+        "stats were generated at 1764466400.000, before the signal at 1764470000.000 "
+        "(the engine wrote none in time)"
+    ]
+    assert res["waited"] == pytest.approx(1.5, abs=0.11)
+
+
+def test_no_file(run_module, tmp_path, clock):
+    path = tmp_path / "missing.json"
+    res = run_module(offload_info, {"path": str(path), "timeout": 0.5}, [Cmd(PKILL)])
+    assert res["offload_live"] is False
+    assert res["stats"] is None
+    assert res["reasons"] == [
+        f"cannot read {path}: No such file or directory (waited 0.5 s after the signal)"
+    ]
+
+
+def test_bad_json(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+
+    def effect() -> None:
+        path.write_text("{not json")
+
+    res = run_module(offload_info, {"path": str(path), "timeout": 0.2}, [Cmd(PKILL, effect=effect)])
+    assert res["offload_live"] is False
+    assert res["reasons"][0].startswith(f"{path} is not valid JSON: ")
+
+
+def test_pidfile_missing(run_module, tmp_path, clock):
+    pidfile = tmp_path / "nope.pid"
+    res = run_module(offload_info, {"path": str(tmp_path / "s.json"), "pidfile": str(pidfile)}, [])
+    assert not res.failed
+    assert res["signaled"] is False
+    assert res["signal_command"] is None
+    assert res["reasons"] == [f"cannot read pidfile {pidfile}: No such file or directory"]
+
+
+def test_pidfile_garbage(run_module, tmp_path, clock):
+    pidfile = tmp_path / "x.pid"
+    pidfile.write_text("xdp-bfd\n")
+    res = run_module(offload_info, {"path": str(tmp_path / "s.json"), "pidfile": str(pidfile)}, [])
+    assert res["reasons"] == [f"pidfile {pidfile} does not hold a process id: 'xdp-bfd'"]
+
+
+def test_kill_fails(run_module, tmp_path, clock):
+    pidfile = tmp_path / "x.pid"
+    pidfile.write_text("999999\n")
+    res = run_module(
+        offload_info,
+        {"path": str(tmp_path / "s.json"), "pidfile": str(pidfile)},
+        [Cmd(["/usr/bin/kill", "-USR1", "999999"], rc=1, err="kill: (999999): No such process\n")],
+    )
+    assert res["reasons"] == [f"cannot signal pid 999999 from {pidfile}: kill: (999999): No such process"]
+
+
+@pytest.mark.parametrize(
+    ("params", "msg"),
+    [
+        ({"timeout": -1}, "timeout must not be negative, got -1.0"),
+        ({"max_ktx_age_us": 0}, "max_ktx_age_us must be positive, got 0"),
+        ({"min_sessions": -2}, "min_sessions must not be negative, got -2"),
+        ({"process_name": ""}, "process_name must not be empty"),
+        ({"timeout": "soon"}, "argument 'timeout' is of type str and we were unable to convert to float: "),
+    ],
+)
+def test_bad_parameters_fail_with_one_message(run_module, tmp_path, clock, params, msg):
+    res = run_module(offload_info, dict(params), [])
+    assert res.failed
+    assert res["msg"].startswith(msg)
