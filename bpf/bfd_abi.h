@@ -39,6 +39,7 @@
 	X(XDP_PASS, xdp_pass)             \
 	X(ECHO_TX, echo_tx)               \
 	X(TX_EARLY, tx_early)             \
+	X(EVENT_LOST, event_lost)         \
 	X(DROP_IP_OPTIONS, ip_options)    \
 	X(DROP_FRAGMENT, fragment)        \
 	X(DROP_TTL, ttl)                  \

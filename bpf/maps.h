@@ -16,7 +16,9 @@ BPF_ARRAY(slot_cfg, struct bfd_cfg, BFD_MAX_SESSIONS);
 BPF_ARRAY(slot_state, struct bfd_state, BFD_MAX_SESSIONS);
 BPF_ARRAY(gate, struct bfd_gate, 1);
 BPF_PERCPU_ARRAY(counters, __u64, BFD_C_MAX);
-BPF_RINGBUF_OUTPUT(events, 16);
+/* Room for an expiry of every session at once (4096 x 80 bytes), so a whole
+ * table going silent together is reported in one sweep. */
+BPF_RINGBUF_OUTPUT(events, 128);
 /* Never used by a program: it only hands the event layout to the engine through bcc. */
 BPF_ARRAY(event_layout, struct bfd_event, 1);
 

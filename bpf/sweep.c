@@ -18,16 +18,35 @@
  */
 #define BFD_SWEEP_CHUNK 512
 
+/* When each copy last ran: the programs fire on every CPU, but one sweep per period is enough. */
+BPF_ARRAY(sweep_last, __u64, 8);
+
+static __always_inline void count_event_lost(void)
+{
+	__u32 idx = BFD_C_EVENT_LOST;
+	__u64 *c = counters.lookup(&idx);
+
+	if (c)
+		*c += 1;
+}
+
 static __always_inline int sweep_range(__u32 base)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, copy = base / BFD_SWEEP_CHUNK;
 	struct bfd_gate *g = gate.lookup(&zero);
+	__u64 *ran = sweep_last.lookup(&copy);
 	__u64 now = bpf_ktime_get_ns();
 	__u32 n;
 
-	if (!g)
+	if (!g || !ran)
 		return 0;
 	n = g->nslots;
+	if (base >= n)
+		return 0;
+	/* Another CPU swept this range less than 4 ms ago (a race costs one extra sweep). */
+	if (now - *ran < 4000000)
+		return 0;
+	*ran = now;
 	for (__u32 j = 0; j < BFD_SWEEP_CHUNK; j++) {
 		__u32 k = base + j;
 		struct bfd_cfg *c;
@@ -46,7 +65,6 @@ static __always_inline int sweep_range(__u32 base)
 		/* Two CPUs may both see it once; the engine ignores the second report. */
 		if (!last || s->expired_epoch == c->epoch || now <= last || now - last <= c->detect_ns)
 			continue;
-		s->expired_epoch = c->epoch;
 		struct bfd_event ev = {};
 		ev.type = BFD_EV_EXPIRED;
 		ev.slot = k;
@@ -54,7 +72,11 @@ static __always_inline int sweep_range(__u32 base)
 		ev.epoch = c->epoch;
 		ev.now_ns = now;
 		ev.last_rx_ns = last;
-		events.ringbuf_output(&ev, sizeof(ev), 0);
+		/* Marked only once the engine can hear of it: a full ring is retried next tick. */
+		if (events.ringbuf_output(&ev, sizeof(ev), 0) == 0)
+			s->expired_epoch = c->epoch;
+		else
+			count_event_lost();
 	}
 	return 0;
 }

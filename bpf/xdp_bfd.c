@@ -258,6 +258,9 @@ static __always_inline int echo(struct xdp_md *ctx, struct parsed *p)
 	}
 	if (!slot)
 		return drop(BFD_C_DROP_ECHO_UNKNOWN);
+	struct bfd_cfg *c = slot_cfg.lookup(slot);
+	if (!c || !(c->flags & BFD_CFG_ECHO))
+		return drop(BFD_C_DROP_ECHO_UNKNOWN);
 	if ((void *)(eth + 1) > end)
 		return XDP_PASS;
 	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
@@ -478,7 +481,8 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		ev.ifindex = p.key.ifindex;
 		ev.ttl = p.ttl;
 		__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
-		events.ringbuf_output(&ev, sizeof(ev), 0);
+		if (events.ringbuf_output(&ev, sizeof(ev), 0))
+			count(BFD_C_EVENT_LOST);
 	}
 	r = reply(ctx, &p, c, my_discr, flags & BFD_FLAG_POLL);
 	if (r == XDP_TX) {

@@ -33,6 +33,8 @@ IPV6_PKTINFO = getattr(socket, "IPV6_PKTINFO", 50)
 IPV6_RECVHOPLIMIT = getattr(socket, "IPV6_RECVHOPLIMIT", 51)
 IPV6_HOPLIMIT = getattr(socket, "IPV6_HOPLIMIT", 52)
 SO_BINDTODEVICE = getattr(socket, "SO_BINDTODEVICE", 25)
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+RCVBUF_BYTES = 4 << 20
 TOS_CS6 = 0xC0  # network control, as bfdd sends
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -58,6 +60,13 @@ class Receiver:
         s = socket.socket(family, socket.SOCK_DGRAM)
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Bring-up of thousands of sessions arrives in bursts; the default
+            # buffer overflowed at 1024 sessions (UDP RcvbufErrors), and a lost
+            # packet there is a lost handshake.
+            try:
+                s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+            except OSError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
             if family == socket.AF_INET6:
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 s.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)

@@ -125,7 +125,9 @@ class Offload:
             entry.epoch += 1  # a new watch: an old expiry report must not count
         entry.detect_armed = detect
         ktx = self._ktx_eligible(entry)
-        flags = self.c["BFD_CFG_ACTIVE"] | self.c["BFD_CFG_ECHO"]
+        flags = self.c["BFD_CFG_ACTIVE"]
+        if s.state == State.UP:
+            flags |= self.c["BFD_CFG_ECHO"]  # a peer echoes only over an Up session
         if ktx:
             flags |= self.c["BFD_CFG_KTX"]
         if detect:

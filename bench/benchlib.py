@@ -1,0 +1,215 @@
+"""What the bench scripts share: machine facts, result files, tables, CPU and BPF run stats.
+
+Benchmarks are measurements, not tests: nothing here asserts a timing. Every
+script writes one JSON file under ``bench/out/`` (git-ignored) holding the
+machine facts, the exact command line, the durations and the figures, and
+prints a small table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "bench" / "out"
+sys.path.insert(0, str(REPO / "tests"))  # the integration harness: harness.netns, harness.frr…
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_facts() -> dict[str, Any]:
+    from harness.frr import frr_version  # noqa: PLC0415
+
+    cpu = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        frr = ".".join(map(str, frr_version()))
+    except (OSError, subprocess.CalledProcessError, RuntimeError):
+        frr = None
+    return {
+        "kernel": platform.release(),
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "bcc": _run(["dpkg-query", "-W", "-f", "${Version}", "python3-bpfcc"]) or None,
+        "frr": frr,
+        "python": platform.python_version(),
+        "engine_commit": _run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"]) or None,
+        "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        "bpf_stats_enabled_at_start": sysctl_get("kernel.bpf_stats_enabled"),
+        # Set to run the engine against another copy of bpf/ (an experiment); None: the checkout's.
+        "xdp_bfd_bpf_dir": os.environ.get("XDP_BFD_BPF_DIR"),
+    }
+
+
+def command_line() -> str:
+    return shlex.join([sys.executable, *sys.argv])
+
+
+def utc_stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def workdir(name: str, stamp: str) -> Path:
+    """Per-run directory for logs, session files and stats dumps (kept for post-mortems)."""
+    d = OUT / "work" / f"{name}-{stamp}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def write_result(name: str, stamp: str, doc: dict[str, Any]) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return path
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers], *[[_fmt(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}" if abs(v) >= 1 or v == 0 else f"{v:.3f}"
+    return str(v)
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        sys.exit("bench: needs root (network namespaces, XDP, FRR)")
+
+
+def require_clean_netns(prefix: str) -> list[str]:
+    """Namespaces of this process still present (should be none after cleanup)."""
+    out = _run(["ip", "netns", "list"])
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+# -- sysctl ---------------------------------------------------------------------
+
+
+def sysctl_get(key: str) -> str:
+    return Path("/proc/sys", *key.split(".")).read_text().strip()
+
+
+def sysctl_set(key: str, value: str) -> None:
+    Path("/proc/sys", *key.split(".")).write_text(f"{value}\n")
+
+
+@contextlib.contextmanager
+def bpf_stats_enabled() -> Iterator[str]:
+    """kernel.bpf_stats_enabled=1 for the body; the old value is restored whatever happens."""
+    old = sysctl_get("kernel.bpf_stats_enabled")
+    sysctl_set("kernel.bpf_stats_enabled", "1")
+    try:
+        yield old
+    finally:
+        sysctl_set("kernel.bpf_stats_enabled", old)
+
+
+# -- CPU accounting -------------------------------------------------------------
+
+
+def proc_cpu(pid: int) -> dict[str, float]:
+    """CPU consumed so far by process ``pid`` (all threads).
+
+    ``stat_s``: utime+stime from /proc/PID/stat (clock ticks; this kernel has
+    tick-based accounting, so short wake-ups are sampled, not timed).
+    ``sched_s``: the scheduler's exact sum_exec_runtime over all threads.
+    ``wakeups``: voluntary + involuntary context switches over all threads.
+    """
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # fields[0] is the state (field 3 of stat(5)); utime/stime are fields 14/15.
+    stat_s = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    sched_ns = 0
+    switches = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            sched_ns += int((task / "schedstat").read_text().split()[0])
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    switches += int(line.split()[1])
+    return {"stat_s": stat_s, "sched_s": sched_ns / 1e9, "wakeups": float(switches), "t": time.monotonic()}
+
+
+def cpu_delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Percent of one core over the interval between two :func:`proc_cpu` samples."""
+    wall = b["t"] - a["t"]
+    return {
+        "window_s": round(wall, 3),
+        "cpu_pct_stat": round(100 * (b["stat_s"] - a["stat_s"]) / wall, 3),
+        "cpu_pct_sched": round(100 * (b["sched_s"] - a["sched_s"]) / wall, 3),
+        "wakeups_per_s": round((b["wakeups"] - a["wakeups"]) / wall, 1),
+    }
+
+
+def system_cpu() -> dict[str, int]:
+    """/proc/stat 'cpu' line: jiffies by kind, for the softirq share of the machine."""
+    parts = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    names = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+    return {n: int(v) for n, v in zip(names, parts, strict=False)}
+
+
+def system_cpu_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, float]:
+    d = {k: b[k] - a[k] for k in a}
+    total = sum(d.values()) or 1
+    ncpu = os.cpu_count() or 1
+    # As percent of one core, like the per-process figures.
+    return {f"{k}_pct": round(100 * ncpu * v / total, 2) for k, v in d.items()}
+
+
+def bpf_prog_stats(pid: int) -> list[dict[str, Any]]:
+    """run_cnt/run_time_ns of every BPF program a process holds an fd for (from fdinfo)."""
+    progs: dict[int, dict[str, Any]] = {}
+    fddir = Path(f"/proc/{pid}/fdinfo")
+    for fd in fddir.iterdir():
+        try:
+            text = fd.read_text()
+        except OSError:
+            continue
+        if "prog_type:" not in text:
+            continue
+        info: dict[str, Any] = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            value = value.strip()
+            if key in ("prog_type", "prog_id", "run_time_ns", "run_cnt", "recursion_misses"):
+                info[key] = int(value)
+            elif key == "prog_tag":
+                info[key] = value
+        if "prog_id" in info:
+            progs[info["prog_id"]] = info
+    return sorted(progs.values(), key=lambda i: i["prog_id"])
+
+
+def monotonic_sleep_until(deadline: float) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)

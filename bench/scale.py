@@ -1,0 +1,573 @@
+"""Many sessions Up on the fast path: what they cost the engine's userspace.
+
+One pair of namespaces for the whole ladder. The engine side (veth-d) holds
+198.19.32.1/19; the peer side (veth-p) holds one address per session
+(198.19.33.1, .2, … 250 per /24, see bench/synth_peer.py) and static neighbour
+entries on both ends keep ARP out of the picture. For each rung COUNT@INTERVAL_MS:
+
+1. the synthetic peer (bench/synth_peer.py) starts in the peer namespace;
+2. ``xdp-bfd --sessions F --kernel-tx veth-d`` starts with COUNT sessions
+   (local 198.19.32.1, one peer address each, interface veth-d, min_tx = min_rx
+   = INTERVAL_MS, detect multiplier 3);
+3. bring-up: wait (bounded) until the engine has every session Up with kernel
+   TX active and the peer has every session Up with no Poll open;
+4. steady state for ``--seconds``: the engine's CPU from /proc/PID/stat
+   (utime+stime, tick-sampled) and from schedstat (exact), its wake-ups, the
+   Up count, flaps, the kernel's share of our transmissions, the kernel-side
+   cost (XDP ns/packet and the detection sweep, from bpf run stats), and the
+   peer's own CPU and lateness, so a slow peer cannot pass for a slow engine;
+5. one stats dump and one Prometheus scrape, with the engine CPU each cost;
+6. the silence check (skip with --no-silence-check): the peer exits without a
+   word, every session's peer falls silent at once, and the engine's Up count
+   is followed for detection time + 10 s (bounded).
+
+    sudo .venv/bin/python bench/scale.py [--ladder 1@10,64@10,1024@10,4096@100] [--seconds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import benchlib
+import synth_peer
+from benchlib import REPO
+
+from harness.engine import EngineProcess
+from harness.netns import PREFIX, Namespace, Topology, attach_xdp_pass, entered
+from harness.wait import wait_until
+
+DEFAULT_LADDER = "1@10,64@10,1024@10,4096@100"
+CPU_TARGET_PCT = 2.0
+PROG_TYPE_XDP, PROG_TYPE_PERF_EVENT = 6, 7
+METRICS_PORT = 9464
+
+
+class PeerProcess:
+    """synth_peer.py in a namespace; keeps its latest status line."""
+
+    def __init__(self, ns: Namespace, argv: list[str]) -> None:
+        self.proc = ns.popen(
+            [sys.executable, str(REPO / "bench" / "synth_peer.py"), *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line)
+                with self._lock:
+                    self.lines.append(doc)
+
+    def recent(self, count: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(x) for x in self.lines[-count:]]
+
+    def latest(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self.lines[-1]) if self.lines else {}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        def ready() -> dict | None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"synthetic peer exited ({self.proc.returncode}) before it was ready")
+            with self._lock:
+                return next((d for d in self.lines if d.get("ready")), None)
+
+        return wait_until(ready, timeout=timeout, what="synthetic peer ready")
+
+    def stop(self) -> dict[str, Any]:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        self._thread.join(timeout=5)
+        return self.latest()
+
+
+def ip_batch(ns: Namespace, lines: list[str]) -> None:
+    subprocess.run(
+        ["ip", "-n", ns.name, "-batch", "-"],
+        input="\n".join(lines) + "\n",
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+
+def setup_addresses(d: Namespace, p: Namespace, n: int, d_mac: str, p_mac: str) -> None:
+    prefix = synth_peer.SUBNET.prefixlen
+    ip_batch(d, [f"address add {synth_peer.ENGINE_IP}/{prefix} dev veth-d"])
+    ip_batch(p, [f"address add {synth_peer.peer_address(i)}/{prefix} dev veth-p" for i in range(n)])
+    # Static neighbours: no ARP storm when thousands of sessions start at once.
+    ip_batch(
+        d,
+        [
+            f"neigh replace {synth_peer.peer_address(i)} lladdr {p_mac} dev veth-d nud permanent"
+            for i in range(n)
+        ],
+    )
+    ip_batch(p, [f"neigh replace {synth_peer.ENGINE_IP} lladdr {d_mac} dev veth-p nud permanent"])
+
+
+def sessions_file(path: Path, n: int, interval_ms: int) -> None:
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(
+                f"- {{local: {synth_peer.ENGINE_IP}, peer: {synth_peer.peer_address(i)}, interface: veth-d, "
+                f"min_tx_ms: {interval_ms}, min_rx_ms: {interval_ms}, detect_mult: 3}}\n"
+            )
+
+
+def prog_times(pid: int) -> dict[str, int]:
+    out = {"xdp_cnt": 0, "xdp_ns": 0, "sweep_cnt": 0, "sweep_ns": 0}
+    for prog in benchlib.bpf_prog_stats(pid):
+        kind = {PROG_TYPE_XDP: "xdp", PROG_TYPE_PERF_EVENT: "sweep"}.get(prog.get("prog_type", -1))
+        if kind:
+            out[f"{kind}_cnt"] += prog.get("run_cnt", 0)
+            out[f"{kind}_ns"] += prog.get("run_time_ns", 0)
+    return out
+
+
+def link_counts(ns: Namespace, ifname: str) -> dict[str, int]:
+    s = ns.link_stats(ifname)
+    return {k: int(s.get(k, 0)) for k in ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped")}
+
+
+def udp_errors(ns: Namespace) -> dict[str, int]:
+    snmp = ns.snmp()
+    return {k: snmp.get(f"Udp.{k}", 0) for k in ("RcvbufErrors", "InErrors", "NoPorts")}
+
+
+def scrape(ns: Namespace, port: int, timeout: float = 60.0) -> bytes:
+    """GET /metrics from the engine's --metrics listener inside ``ns``; the whole response."""
+    with entered(ns.name):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    chunks = []
+    with sock:
+        sock.sendall(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def by_discr(stats: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {s["local_discr"]: s for s in stats["sessions"]}
+
+
+@dataclass
+class Bed:
+    """The namespaces of the whole ladder and what every rung needs from them."""
+
+    d: Namespace
+    p: Namespace
+    d_mac: str
+    p_mac: str
+    args: argparse.Namespace
+    work: Path
+
+
+def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
+    d, p, args, work = bed.d, bed.p, bed.args, bed.work
+    out: dict[str, Any] = {"sessions": n, "interval_ms": interval_ms, "detect_mult": 3}
+    sessions = work / f"sessions-{n}.yml"
+    sessions_file(sessions, n, interval_ms)
+    bringup_timeout = 60 + n / 40
+    peer = PeerProcess(
+        p,
+        [
+            "--ifname",
+            "veth-p",
+            "--src-mac",
+            bed.p_mac,
+            "--dst-mac",
+            bed.d_mac,
+            "--count",
+            str(n),
+            "--interval-ms",
+            str(interval_ms),
+            "--max-seconds",
+            str(int(bringup_timeout + args.seconds + 120)),
+        ],
+    )
+    eng: EngineProcess | None = None
+    t_rung = time.monotonic()
+    try:
+        out["peer_slots"] = peer.wait_ready(timeout=30)
+        udp0 = udp_errors(d)
+        argv = [
+            "--sessions",
+            str(sessions),
+            "--kernel-tx",
+            "veth-d",
+            "--xdp-mode",
+            args.xdp_mode,
+            "--metrics",
+            f"127.0.0.1:{METRICS_PORT}",
+        ]
+        eng = EngineProcess(d, argv, work).start()
+        t_start = time.monotonic()
+        out["attach_line"] = eng.wait_log("kernel-tx: XDP attached to", timeout=120).strip()
+        eng.wait_log("bfd: serving", timeout=120)
+        out["serving_after_s"] = round(time.monotonic() - t_start, 2)
+
+        # Bring-up, bounded: every session Up on both ends, kernel TX active, no Poll open.
+        last: dict[str, Any] = {}
+
+        def all_up() -> bool:
+            st = eng.stats(timeout=60)
+            ps = peer.latest()
+            active = sum(1 for s in st["sessions"] if s.get("kernel_tx_active"))
+            last.update(
+                engine_up=st["sessions_up"],
+                kernel_tx_active=active,
+                peer_up=ps.get("up"),
+                peer_polls_open=ps.get("polls_open"),
+            )
+            return st["sessions_up"] == n and active == n and ps.get("up") == n and ps.get("polls_open") == 0
+
+        try:
+            wait_until(all_up, timeout=bringup_timeout, interval=1.0, what=f"{n} sessions Up and offloaded")
+            out["all_up"] = True
+        except AssertionError:
+            out["all_up"] = False
+        out["bringup"] = last | {"after_s": round(time.monotonic() - t_start, 2)}
+        out["udp_errors_bringup"] = {k: v - udp0[k] for k, v in udp_errors(d).items()}
+        time.sleep(args.settle)
+
+        # Steady state.
+        s0 = eng.stats(timeout=60)
+        cpu0, pcpu0, sys0 = benchlib.proc_cpu(eng.pid), benchlib.proc_cpu(peer.pid), benchlib.system_cpu()
+        prog0, lp0, ld0, ps0 = (
+            prog_times(eng.pid),
+            link_counts(p, "veth-p"),
+            link_counts(d, "veth-d"),
+            peer.latest(),
+        )
+        udp0 = udp_errors(d)
+        time.sleep(args.seconds)
+        cpu1, pcpu1, sys1 = benchlib.proc_cpu(eng.pid), benchlib.proc_cpu(peer.pid), benchlib.system_cpu()
+        prog1, lp1, ld1, ps1 = (
+            prog_times(eng.pid),
+            link_counts(p, "veth-p"),
+            link_counts(d, "veth-d"),
+            peer.latest(),
+        )
+        udp1 = udp_errors(d)
+        # One stats dump (SIGUSR1): what an operator's poll costs the engine at this size.
+        t_dump = time.monotonic()
+        s1 = eng.stats(timeout=60)
+        cpu_dump = benchlib.proc_cpu(eng.pid)
+        dump = {
+            "wall_s": round(time.monotonic() - t_dump, 3),
+            "engine_cpu_s": round(cpu_dump["sched_s"] - cpu1["sched_s"], 3),
+        }
+        # One Prometheus scrape (--metrics): the same per-session walk, plus the exposition.
+        t_scrape = time.monotonic()
+        body = scrape(d, METRICS_PORT)
+        scrape_cost = {
+            "wall_s": round(time.monotonic() - t_scrape, 3),
+            "engine_cpu_s": round(benchlib.proc_cpu(eng.pid)["sched_s"] - cpu_dump["sched_s"], 3),
+            "bytes": len(body),
+        }
+
+        engine_cpu = benchlib.cpu_delta(cpu0, cpu1)
+        window = engine_cpu["window_s"]
+        a, b = by_discr(s0), by_discr(s1)
+        ktx = sum(b[k]["kernel_tx_packets"] - a[k]["kernel_tx_packets"] for k in b if k in a)
+        utx = sum(b[k]["user_tx_packets"] - a[k]["user_tx_packets"] for k in b if k in a)
+        silent = sum(1 for k in b if k in a and b[k]["kernel_tx_packets"] == a[k]["kernel_tx_packets"])
+        flaps = sum(b[k]["flaps"] - a[k]["flaps"] for k in b if k in a)
+        dx = {k: prog1[k] - prog0[k] for k in prog0}
+        c0, c1 = s0["counters"], s1["counters"]
+        out["steady"] = {
+            "engine_cpu": engine_cpu,
+            "sessions_configured": s1["sessions_configured"],
+            "sessions_up": s1["sessions_up"],
+            "sessions_up_at_start": s0["sessions_up"],
+            "flaps_before_window": sum(x["flaps"] for x in s0["sessions"]),
+            "kernel_tx_active": sum(1 for s in s1["sessions"] if s.get("kernel_tx_active")),
+            "flaps": flaps,
+            "kernel_tx_packets": ktx,
+            "user_tx_packets": utx,
+            "kernel_tx_share": round(ktx / (ktx + utx), 5) if ktx + utx else None,
+            "sessions_without_kernel_tx": silent,
+            "xdp_pass": c1["xdp_pass"] - c0["xdp_pass"],
+            "tx_early": c1.get("tx_early", 0) - c0.get("tx_early", 0),
+            "drops": {k: v - c0["drop"].get(k, 0) for k, v in c1["drop"].items() if v - c0["drop"].get(k, 0)},
+            "xdp_ns_per_packet": round(dx["xdp_ns"] / dx["xdp_cnt"], 1) if dx["xdp_cnt"] else None,
+            "xdp_packets_per_s": round(dx["xdp_cnt"] / window, 1),
+            "xdp_cpu_pct": round(100 * dx["xdp_ns"] / 1e9 / window, 3),
+            "sweep_runs_per_s": round(dx["sweep_cnt"] / window, 1),
+            "sweep_cpu_pct": round(100 * dx["sweep_ns"] / 1e9 / window, 3),
+            "sweep_ns_per_run": round(dx["sweep_ns"] / dx["sweep_cnt"], 1) if dx["sweep_cnt"] else None,
+            "expected_peer_pps": round(n * 1000 / interval_ms, 1),
+            "peer_sent_per_s": round((ps1.get("sent", 0) - ps0.get("sent", 0)) / window, 1),
+            "replies_on_veth_p_per_s": round((lp1["rx_packets"] - lp0["rx_packets"]) / window, 1),
+            "veth_drops": {
+                "veth-d": {k: ld1[k] - ld0[k] for k in ("rx_dropped", "tx_dropped")},
+                "veth-p": {k: lp1[k] - lp0[k] for k in ("rx_dropped", "tx_dropped")},
+            },
+            "engine_udp_errors": {k: udp1[k] - udp0[k] for k in udp0},
+            "peer_cpu": benchlib.cpu_delta(pcpu0, pcpu1),
+            "peer": {
+                "flaps": ps1.get("flaps", 0) - ps0.get("flaps", 0),
+                "up": ps1.get("up"),
+                # Status lines come every second, each with the worst lateness since the last.
+                "late_max_ms": max(
+                    (x.get("late_max_ms", 0) for x in peer.recent(int(window) + 1)), default=None
+                ),
+                "late_slots": ps1.get("late_slots", 0) - ps0.get("late_slots", 0),
+                "resyncs": ps1.get("resyncs", 0) - ps0.get("resyncs", 0),
+                "steady_filter": ps1.get("steady_filter"),
+                "send_errors": ps1.get("send_errors", 0) - ps0.get("send_errors", 0),
+            },
+            "system_cpu": benchlib.system_cpu_delta(sys0, sys1),
+            "stats_dump": dump,
+            "metrics_scrape": scrape_cost,
+        }
+        if args.silence_check:
+            out["silence"] = silence_check(eng, peer, n, interval_ms)
+    finally:
+        if eng is not None:
+            t_stop = time.monotonic()
+            out["engine_exit"] = eng.stop()
+            out["engine_stop_s"] = round(time.monotonic() - t_stop, 2)
+            eng.cleanup()
+            out["engine_log"] = str(eng.log_path)
+        out["peer_final"] = peer.stop()
+    out["duration_s"] = round(time.monotonic() - t_rung, 1)
+    return out
+
+
+def silence_check(eng: EngineProcess, peer: PeerProcess, n: int, interval_ms: int) -> dict[str, Any]:
+    """Every peer falls silent at once (the peer process exits, no AdminDown): a link failure.
+
+    The kernel sweep must report every session's expiry; the figure is how long
+    until the engine has no session Up, and how many are still Up when the
+    bounded wait ends (a session the engine never declares Down is a route
+    never withdrawn).
+    """
+    detect_s = 3 * interval_ms / 1000
+    peer.stop()
+    t0 = time.monotonic()
+    deadline = t0 + detect_s + 10
+    samples = []
+    st: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        st = eng.stats(timeout=60)
+        samples.append((round(time.monotonic() - t0, 2), st["sessions_up"]))
+        if st["sessions_up"] == 0:
+            break
+        time.sleep(0.25)
+    stuck = [s for s in st.get("sessions", []) if s["state"] == "up"]
+    # The kernel's own measure of each detection: silence (µs) when the sweep reported it.
+    det = sorted(
+        s["last_detection_us"]
+        for s in st.get("sessions", [])
+        if s["state"] != "up" and s.get("last_detection_us")
+    )
+    return {
+        "detections_reported": len(det),
+        "detection_ms": {
+            "min": round(det[0] / 1000, 2),
+            "median": round(statistics.median(det) / 1000, 2),
+            "max": round(det[-1] / 1000, 2),
+        }
+        if det
+        else None,
+        "detect_time_s": detect_s,
+        "all_down_after_s": samples[-1][0] if samples and samples[-1][1] == 0 else None,
+        "still_up_at_end": len(stuck),
+        "still_up_kernel_tx_active": sum(1 for s in stuck if s.get("kernel_tx_active")),
+        "waited_s": round(time.monotonic() - t0, 2),
+        "samples": samples,
+        "sessions": n,
+    }
+
+
+def parse_ladder(text: str) -> list[tuple[int, int]]:
+    rungs = []
+    for part in text.split(","):
+        count, _, interval = part.partition("@")
+        n, ms = int(count), int(interval or 100)
+        if not 1 <= n <= 4096 or not 1 <= ms <= 10_000:
+            raise ValueError(f"rung {part!r}: COUNT 1-4096 @ INTERVAL_MS 1-10000")
+        rungs.append((n, ms))
+    return rungs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--ladder", default=DEFAULT_LADDER, help=f"COUNT@INTERVAL_MS,... (default {DEFAULT_LADDER})"
+    )
+    ap.add_argument("--seconds", type=float, default=15.0, help="steady-state window per rung")
+    ap.add_argument("--settle", type=float, default=2.0, help="wait after bring-up before measuring")
+    ap.add_argument("--xdp-mode", default="generic", choices=("generic", "native"))
+    ap.add_argument(
+        "--no-silence-check",
+        dest="silence_check",
+        action="store_false",
+        help="skip the mass-failure phase (every peer silent at once) after each rung",
+    )
+    args = ap.parse_args()
+    try:
+        rungs = parse_ladder(args.ladder)
+    except ValueError as e:
+        ap.error(str(e))
+    if not 1 <= args.seconds <= 600 or not 0 <= args.settle <= 60:
+        ap.error("--seconds 1-600, --settle 0-60")
+    benchlib.need_root()
+    stamp = benchlib.utc_stamp()
+    work = benchlib.workdir("scale", stamp)
+    doc: dict[str, Any] = {
+        "bench": "scale",
+        "command": benchlib.command_line(),
+        "machine": benchlib.machine_facts(),
+        "started_at": stamp,
+        "params": {
+            "ladder": rungs,
+            "seconds": args.seconds,
+            "settle": args.settle,
+            "xdp_mode": args.xdp_mode,
+        },
+        "cpu_target_pct_at_1024": CPU_TARGET_PCT,
+        "rungs": [],
+    }
+    t_all = time.monotonic()
+    topo = Topology()
+    try:
+        with benchlib.bpf_stats_enabled() as old:
+            doc["machine"]["bpf_stats_enabled_restored_to"] = old
+            d, p = topo.namespace("d"), topo.namespace("p")
+            a, b = topo.veth(d, "veth-d", p, "veth-p")
+            bed = Bed(d, p, a.mac, b.mac, args, work)
+            if args.xdp_mode == "native":
+                attach_xdp_pass(p, "veth-p")
+            t0 = time.monotonic()
+            setup_addresses(d, p, max(n for n, _ in rungs), bed.d_mac, bed.p_mac)
+            doc["address_setup_s"] = round(time.monotonic() - t0, 2)
+            for n, ms in rungs:
+                print(f"-- {n} sessions at 3x{ms} ms", flush=True)
+                r = run_rung(bed, n, ms)
+                doc["rungs"].append(r)
+                st = r.get("steady", {})
+                cpu = st.get("engine_cpu", {}).get("cpu_pct_sched")
+                up_s = r.get("bringup", {}).get("after_s")
+                print(
+                    f"   up {st.get('sessions_up')}/{n}, engine CPU {cpu} % (bring-up {up_s} s)", flush=True
+                )
+    finally:
+        topo.close()
+        doc["duration_s"] = round(time.monotonic() - t_all, 1)
+        doc["leftover_namespaces"] = benchlib.require_clean_netns(f"{PREFIX}{os.getpid()}-")
+        path = benchlib.write_result("scale", stamp, doc)
+    rows = []
+    for r in doc["rungs"]:
+        st = r.get("steady") or {}
+        cpu = st.get("engine_cpu") or {}
+        rows.append(
+            [
+                r["sessions"],
+                f"3x{r['interval_ms']}",
+                f"{st.get('sessions_up')}/{r['sessions']}",
+                st.get("flaps"),
+                cpu.get("cpu_pct_stat"),
+                cpu.get("cpu_pct_sched"),
+                cpu.get("wakeups_per_s"),
+                st.get("kernel_tx_share"),
+                st.get("xdp_ns_per_packet"),
+                st.get("sweep_cpu_pct"),
+                (st.get("peer_cpu") or {}).get("cpu_pct_sched"),
+                (r.get("bringup") or {}).get("after_s"),
+            ]
+        )
+    print(
+        benchlib.table(
+            [
+                "sessions",
+                "timers ms",
+                "up",
+                "flaps",
+                "cpu% stat",
+                "cpu% sched",
+                "wakeups/s",
+                "ktx share",
+                "xdp ns/pkt",
+                "sweep cpu%",
+                "peer cpu%",
+                "bring-up s",
+            ],
+            rows,
+        )
+    )
+    print(f"target: 1024 Up sessions cost the engine's userspace <= {CPU_TARGET_PCT:g} % of one core")
+    rows = []
+    for r in doc["rungs"]:
+        st, si = r.get("steady") or {}, r.get("silence") or {}
+        rows.append(
+            [
+                r["sessions"],
+                f"3x{r['interval_ms']}",
+                (st.get("stats_dump") or {}).get("engine_cpu_s"),
+                (st.get("metrics_scrape") or {}).get("engine_cpu_s"),
+                (r.get("udp_errors_bringup") or {}).get("RcvbufErrors"),
+                si.get("all_down_after_s"),
+                si.get("still_up_at_end"),
+            ]
+        )
+    print("\noperator polls, bring-up drops, and every peer silent at once:")
+    print(
+        benchlib.table(
+            [
+                "sessions",
+                "timers ms",
+                "stats dump cpu s",
+                "scrape cpu s",
+                "rcvbuf drops",
+                "all down s",
+                "still Up",
+            ],
+            rows,
+        )
+    )
+    if doc["leftover_namespaces"]:
+        print(f"WARNING: namespaces left behind: {' '.join(doc['leftover_namespaces'])}")
+    print(f"result: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

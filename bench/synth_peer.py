@@ -1,0 +1,383 @@
+"""A synthetic asynchronous BFD peer for many sessions (RFC 5880), run inside a namespace.
+
+FRR cannot drive thousands of sessions at fast timers on this machine, so
+``scale.py`` uses this instead. One process owns N peer addresses (one address
+pair per session: the engine's address against each of ours, as BFD requires),
+and per session it:
+
+* stays silent in Down (passive role, RFC 5880 §6.1) until the engine speaks;
+* engine Down (your_discr 0)  -> Init, answered at once with your_discr = the engine's discriminator;
+* engine Init or Up            -> Up, sent at once; the change of DesiredMinTx from 1 s (not Up, §6.8.3)
+  to the configured interval is announced with a Poll Sequence (P until the engine's F);
+* engine Down/AdminDown while we are Up -> Down (counted as a flap seen by the peer);
+* any packet with the P bit    -> answered at once with the F bit (§6.5).
+
+In steady state every Up session sends its prebuilt Up frame once per interval,
+without the §6.8.7 jitter (a deliberate simplification: a steady cadence). The
+interval is cut into slots of at least 1 ms and the sessions spread evenly over
+them, so the send rate is smooth (N / interval packets a second, in small
+batches); the loop sleeps to absolute slot deadlines and reports how late it
+ran. Frames (Ethernet + IPv4 + UDP with a full checksum +
+24 bytes of BFD) are built once per state change and sent through an AF_PACKET
+socket on the interface, which bypasses nothing the engine sees: they enter the
+engine's XDP hook exactly as a real peer's would.
+
+Receiving uses one UDP socket bound to 0.0.0.0:3784 (IP_PKTINFO names the
+session by its destination address; the bound socket also keeps the namespace
+from answering with ICMP port unreachable). While every session is Up and no
+Poll is open, a classic BPF socket filter drops the engine's plain Up replies
+in the kernel (state Up, neither P nor F), so the peer spends nothing per
+steady reply; anything else (Down, Init, AdminDown, P, F) still reaches it.
+The peer does not run its own detection timer (it cannot see the filtered
+replies); the engine's replies are counted on the interface by the caller.
+
+Status: one JSON line on stdout every ``--status-every`` seconds. Stops on EOF
+on stdin, SIGTERM, or after ``--max-seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ipaddress
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+DOWN, INIT, UP, ADMIN_DOWN = 1, 2, 3, 0
+FLAG_P, FLAG_F = 0x20, 0x10
+DISCR_BASE = 0x5EED0000
+SLOW_TX_US = 1_000_000
+PORT = 3784
+IP_PKTINFO = 8
+SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27
+SO_RCVBUFFORCE = 33
+RECV_BATCH = 4096
+
+# Engine side and peer addresses: one /19 in the benchmarking range (testbed.md).
+SUBNET = ipaddress.IPv4Network("198.19.32.0/19")
+ENGINE_IP = "198.19.32.1"
+MAX_SESSIONS = 31 * 250
+
+
+def peer_address(i: int) -> str:
+    """Session i's peer address: 198.19.33.1 … 198.19.63.250 (250 per /24)."""
+    if not 0 <= i < MAX_SESSIONS:
+        raise ValueError(f"session index {i} out of range")
+    return f"198.19.{33 + i // 250}.{1 + i % 250}"
+
+
+def _csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def bfd_packet(
+    *, state: int, flags: int, mult: int, my_discr: int, your_discr: int, tx_us: int, rx_us: int
+) -> bytes:
+    return struct.pack(
+        "!BBBBIIIII", 0x20, (state << 6) | flags, mult, 24, my_discr, your_discr, tx_us, rx_us, 0
+    )
+
+
+def frame(*, src_mac: bytes, dst_mac: bytes, src: bytes, dst: bytes, sport: int, payload: bytes) -> bytes:
+    udp_len = 8 + len(payload)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0xC0, 20 + udp_len, 0, 0x4000, 255, 17, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+    pseudo = src + dst + struct.pack("!BBH", 0, 17, udp_len)
+    udp = struct.pack("!HHHH", sport, PORT, udp_len, 0)
+    c = _csum(pseudo + udp + payload) or 0xFFFF
+    udp = udp[:6] + struct.pack("!H", c)
+    return dst_mac + src_mac + b"\x08\x00" + ip + udp + payload
+
+
+# Classic BPF on the UDP socket (offset 0 = UDP header, 9 = BFD state/flags):
+# drop "Up, no P, no F", accept everything else.
+_STEADY_FILTER = [
+    (0x30, 0, 0, 9),  # ldb [9]
+    (0x54, 0, 0, 0xF0),  # and #0xf0
+    (0x15, 0, 1, 0xC0),  # jeq #0xc0 ? next : accept
+    (0x06, 0, 0, 0),  # ret #0 (drop)
+    (0x06, 0, 0, 0xFFFFFFFF),  # ret #-1 (accept)
+]
+
+
+class Filter:
+    def __init__(self) -> None:
+        raw = b"".join(struct.pack("HBBI", *ins) for ins in _STEADY_FILTER)
+        self._buf = ctypes.create_string_buffer(raw, len(raw))
+        self.fprog = struct.pack("HL", len(_STEADY_FILTER), ctypes.addressof(self._buf))
+
+
+class Peer:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.n = args.count
+        self.interval_us = args.interval_ms * 1000
+        self.mult = args.mult
+        self.src_mac = bytes.fromhex(args.src_mac.replace(":", ""))
+        self.dst_mac = bytes.fromhex(args.dst_mac.replace(":", ""))
+        self.engine = socket.inet_aton(ENGINE_IP)
+        self.addrs = [socket.inet_aton(peer_address(i)) for i in range(self.n)]
+        self.index = {a: i for i, a in enumerate(self.addrs)}
+        self.state = [DOWN] * self.n
+        self.remote = [0] * self.n
+        self.polling = [False] * self.n
+        self.periodic: list[bytes | None] = [None] * self.n
+        self.init_set: set[int] = set()
+        self.counts = {
+            "flaps": 0,
+            "sent": 0,
+            "recv": 0,
+            "finals_sent": 0,
+            "polls_done": 0,
+            "send_errors": 0,
+            "bad": 0,
+            "filter_swaps": 0,
+            "slots": 0,
+            "late_slots": 0,
+            "resyncs": 0,
+        }
+        self.up = self.polls_open = 0
+        self.late_max_us = 0
+        self.filter = Filter()
+        self.steady = False
+
+        self.tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        self.tx.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        self.tx.bind((args.ifname, 0))
+        self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
+        self.rx.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+        self.rx.bind(("0.0.0.0", PORT))
+        self.rx.setblocking(False)
+
+        slots = max(1, min(self.n, args.interval_ms))
+        self.slot_us = self.interval_us / slots
+        self.members = [list(range(k, self.n, slots)) for k in range(slots)]
+
+    # -- frames ---------------------------------------------------------------
+
+    def _frame(self, i: int, state: int, flags: int) -> bytes:
+        tx_us = self.interval_us if state == UP else max(self.interval_us, SLOW_TX_US)
+        payload = bfd_packet(
+            state=state,
+            flags=flags,
+            mult=self.mult,
+            my_discr=DISCR_BASE + i,
+            your_discr=self.remote[i],
+            tx_us=tx_us,
+            rx_us=self.interval_us,
+        )
+        return frame(
+            src_mac=self.src_mac,
+            dst_mac=self.dst_mac,
+            src=self.addrs[i],
+            dst=self.engine,
+            sport=49152 + i % 16384,
+            payload=payload,
+        )
+
+    def _send(self, f: bytes) -> None:
+        try:
+            self.tx.send(f)
+            self.counts["sent"] += 1
+        except OSError:
+            self.counts["send_errors"] += 1
+
+    def _refresh(self, i: int) -> None:
+        """Rebuild the periodic frame after a change of state, discriminator or Poll."""
+        s = self.state[i]
+        if s == UP:
+            self.periodic[i] = self._frame(i, UP, FLAG_P if self.polling[i] else 0)
+        else:
+            self.periodic[i] = None
+        if s == INIT:
+            self.init_set.add(i)
+        else:
+            self.init_set.discard(i)
+
+    def _set_state(self, i: int, new: int) -> None:
+        old = self.state[i]
+        if new == old:
+            return
+        if old == UP:
+            self.up -= 1
+            self.counts["flaps"] += 1
+            if self.polling[i]:
+                self.polling[i] = False
+                self.polls_open -= 1
+        if new == UP:
+            self.up += 1
+            # §6.8.3: DesiredMinTx leaves the 1 s floor now; announce it with a Poll.
+            if self.interval_us != SLOW_TX_US:
+                self.polling[i] = True
+                self.polls_open += 1
+        self.state[i] = new
+        self._refresh(i)
+
+    # -- input ----------------------------------------------------------------
+
+    def on_packet(self, data: bytes, dst: bytes, src: bytes) -> None:
+        if len(data) < 24 or data[0] >> 5 != 1 or src != self.engine:
+            self.counts["bad"] += 1
+            return
+        bits = data[1]
+        state, flags = bits >> 6, bits & 0x3F
+        my_discr, your_discr = struct.unpack_from("!II", data, 4)
+        i = your_discr - DISCR_BASE if your_discr else self.index.get(dst, -1)
+        if not 0 <= i < self.n or self.addrs[i] != dst:
+            self.counts["bad"] += 1
+            return
+        self.counts["recv"] += 1
+        if self.remote[i] != my_discr:
+            self.remote[i] = my_discr
+            self._refresh(i)
+        ours = self.state[i]
+        if state == ADMIN_DOWN:
+            new = DOWN
+        elif ours == DOWN:
+            new = INIT if state == DOWN else UP if state == INIT else DOWN
+        elif ours == INIT:
+            new = UP if state in (INIT, UP) else INIT
+        else:
+            new = DOWN if state == DOWN else UP
+        changed = new != ours
+        self._set_state(i, new)
+        if flags & FLAG_F and self.polling[i]:
+            self.polling[i] = False
+            self.polls_open -= 1
+            self.counts["polls_done"] += 1
+            self._refresh(i)
+        if flags & FLAG_P:
+            self._send(self._frame(i, self.state[i], FLAG_F))
+            self.counts["finals_sent"] += 1
+        elif changed and self.state[i] != DOWN:
+            # §6.8.7: a changed state goes out at once, not at the next slot.
+            self._send(self._frame(i, self.state[i], FLAG_P if self.polling[i] else 0))
+
+    def drain(self) -> None:
+        for _ in range(RECV_BATCH):
+            try:
+                data, anc, _flags, addr = self.rx.recvmsg(128, 64)
+            except (BlockingIOError, InterruptedError):
+                return
+            dst = b""
+            for level, kind, value in anc:
+                if level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(value) >= 12:
+                    dst = value[8:12]  # struct in_pktinfo: ifindex, spec_dst, addr
+            self.on_packet(data, dst, socket.inet_aton(addr[0]))
+
+    def update_filter(self) -> None:
+        want = self.up == self.n and self.polls_open == 0
+        if want == self.steady:
+            return
+        if want:
+            self.rx.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, self.filter.fprog)
+        else:
+            self.rx.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
+        self.steady = want
+        self.counts["filter_swaps"] += 1
+
+    # -- loop -----------------------------------------------------------------
+
+    def status(self, t0: float) -> dict:
+        states = {"down": 0, "init": 0, "up": 0}
+        for s in self.state:
+            states["up" if s == UP else "init" if s == INIT else "down"] += 1
+        usage = os.times()
+        doc = {
+            "t": round(time.monotonic() - t0, 3),
+            **states,
+            "polls_open": self.polls_open,
+            "steady_filter": self.steady,
+            "late_max_ms": round(self.late_max_us / 1000, 3),
+            "cpu_s": round(usage.user + usage.system, 3),
+            **self.counts,
+        }
+        self.late_max_us = 0
+        return doc
+
+    def run(self, max_seconds: float, status_every: float) -> None:
+        stop = {"now": False}
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+        t0 = time.monotonic()
+        end = t0 + max_seconds
+        slot_s = self.slot_us / 1e6
+        nslots = len(self.members)
+        next_slot, k = t0, 0
+        next_status = t0
+        next_init = t0 + 1.0
+        print(
+            json.dumps({"ready": True, "slots": nslots, "slot_ms": round(self.slot_us / 1000, 3)}), flush=True
+        )
+        while not stop["now"]:
+            now = time.monotonic()
+            if now >= end:
+                break
+            wait = max(0.0, min(next_slot, next_status, end) - now)
+            readable, _, _ = select.select([self.rx, sys.stdin], [], [], wait)
+            if sys.stdin in readable and not sys.stdin.buffer.read1(4096):
+                break
+            if self.rx in readable:
+                self.drain()
+                self.update_filter()
+            now = time.monotonic()
+            # Send every slot that is due. Catching up after a stall would send a slot's
+            # sessions early on the next round; beyond a fifth of the interval the
+            # schedule slips instead, so no session's gap drops below 0.8 x interval
+            # (RFC 5880 §6.8.7 allows 0.75).
+            if now - next_slot > self.interval_us / 5e6:
+                self.counts["resyncs"] += 1
+                next_slot = now
+            while next_slot <= now:
+                late = int((now - next_slot) * 1e6)
+                self.late_max_us = max(self.late_max_us, late)
+                self.counts["slots"] += 1
+                if late > self.slot_us:
+                    self.counts["late_slots"] += 1
+                periodic = self.periodic
+                for i in self.members[k]:
+                    f = periodic[i]
+                    if f is not None:
+                        self._send(f)
+                k = (k + 1) % nslots
+                next_slot += slot_s
+            if now >= next_init:
+                # Init is repeated at the slow rate (DesiredMinTx >= 1 s while not Up).
+                for i in list(self.init_set)[:RECV_BATCH]:
+                    self._send(self._frame(i, INIT, 0))
+                next_init = now + 1.0
+            if now >= next_status:
+                print(json.dumps(self.status(t0)), flush=True)
+                next_status = now + status_every
+        print(json.dumps(self.status(t0) | {"final": True}), flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ifname", required=True)
+    ap.add_argument("--src-mac", required=True, help="our interface's MAC")
+    ap.add_argument("--dst-mac", required=True, help="the engine's interface MAC")
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--interval-ms", type=int, required=True)
+    ap.add_argument("--mult", type=int, default=3)
+    ap.add_argument("--max-seconds", type=float, default=300.0)
+    ap.add_argument("--status-every", type=float, default=1.0)
+    args = ap.parse_args()
+    if not 1 <= args.count <= MAX_SESSIONS or not 1 <= args.interval_ms <= 60_000:
+        ap.error(f"--count 1-{MAX_SESSIONS}, --interval-ms 1-60000")
+    Peer(args).run(args.max_seconds, args.status_every)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
