@@ -21,15 +21,6 @@
 /* When each copy last ran: the programs fire on every CPU, but one sweep per period is enough. */
 BPF_ARRAY(sweep_last, __u64, 8);
 
-static __always_inline void count_event_lost(void)
-{
-	__u32 idx = BFD_C_EVENT_LOST;
-	__u64 *c = counters.lookup(&idx);
-
-	if (c)
-		*c += 1;
-}
-
 static __always_inline int sweep_range(__u32 base)
 {
 	__u32 zero = 0, copy = base / BFD_SWEEP_CHUNK;
@@ -66,17 +57,9 @@ static __always_inline int sweep_range(__u32 base)
 		if (!last || s->expired_epoch == c->epoch || now <= last || now - last <= c->detect_ns)
 			continue;
 		struct bfd_event ev = {};
-		ev.type = BFD_EV_EXPIRED;
-		ev.slot = k;
-		ev.local_discr = c->local_discr;
-		ev.epoch = c->epoch;
-		ev.now_ns = now;
-		ev.last_rx_ns = last;
 		/* Marked only once the engine can hear of it: a full ring is retried next tick. */
-		if (events.ringbuf_output(&ev, sizeof(ev), 0) == 0)
+		if (emit(BFD_EV_EXPIRED, k, c, now, last, &ev) == 0)
 			s->expired_epoch = c->epoch;
-		else
-			count_event_lost();
 	}
 	return 0;
 }

@@ -57,6 +57,22 @@ static __always_inline void count(__u32 idx)
 		*c += 1;
 }
 
+/* Tell the engine; a full ring is counted, never silent. Returns 0 when delivered. */
+static __always_inline int emit(__u32 type, __u32 slot, struct bfd_cfg *c, __u64 now, __u64 last_rx,
+				struct bfd_event *ev)
+{
+	ev->type = type;
+	ev->slot = slot;
+	ev->local_discr = c->local_discr;
+	ev->epoch = c->epoch;
+	ev->now_ns = now;
+	ev->last_rx_ns = last_rx;
+	if (events.ringbuf_output(ev, sizeof(*ev), 0) == 0)
+		return 0;
+	count(BFD_C_EVENT_LOST);
+	return -1;
+}
+
 static __always_inline int drop(__u32 reason)
 {
 	count(reason);
@@ -472,17 +488,10 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	} else {
 		/* A Poll while Up: answer with Final now, and tell the engine what it asked. */
 		struct bfd_event ev = {};
-		ev.type = BFD_EV_POLL;
-		ev.slot = idx;
-		ev.local_discr = c->local_discr;
-		ev.epoch = c->epoch;
-		ev.now_ns = now;
-		ev.last_rx_ns = now;
 		ev.ifindex = p.key.ifindex;
 		ev.ttl = p.ttl;
 		__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
-		if (events.ringbuf_output(&ev, sizeof(ev), 0))
-			count(BFD_C_EVENT_LOST);
+		emit(BFD_EV_POLL, idx, c, now, now, &ev);
 	}
 	r = reply(ctx, &p, c, my_discr, flags & BFD_FLAG_POLL);
 	if (r == XDP_TX) {
