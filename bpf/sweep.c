@@ -6,6 +6,9 @@
  * reports each session whose peer has been silent for its detection time.
  * It keeps working while the engine is stopped: the events wait in the ring
  * buffer, and XDP stops answering an expired session at once.
+ *
+ * The engine compiles this file after xdp_bfd.c as one text, so it shares
+ * that file's maps and helpers (count, emit).
  */
 #include <uapi/linux/bpf_perf_event.h>
 
