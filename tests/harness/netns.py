@@ -13,6 +13,7 @@ import ctypes
 import ipaddress
 import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -82,17 +83,26 @@ def ours() -> list[str]:
     return [n for n in netns.listnetns() if n.startswith(PREFIX)]
 
 
-def sweep_stale() -> list[str]:
-    """Remove namespaces left by test runs whose process is gone."""
+def _dead_run(name: str) -> bool:
+    try:
+        pid = int(name[len(PREFIX) :].split("-", 1)[0])
+    except ValueError:
+        return False
+    return pid != os.getpid() and not os.path.exists(f"/proc/{pid}")
+
+
+def sweep_stale(private_dirs: str = "/run/xdp-bfd-tests") -> list[str]:
+    """Remove namespaces (and FRR's private directories) left by runs whose process is gone."""
     removed = []
     for name in ours():
-        try:
-            pid = int(name[len(PREFIX) :].split("-", 1)[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+        if _dead_run(name):
             remove(name)
             removed.append(name)
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(private_dirs):
+            if entry.name.startswith(PREFIX) and _dead_run(entry.name):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
     return removed
 
 
