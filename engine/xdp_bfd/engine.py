@@ -373,15 +373,19 @@ class Engine:
 
     def loop(self) -> None:
         while not self.stop_requested:
+            # Input before timers: after a stall, packets waiting in a socket
+            # prove the peer was talking, and must reach the session before its
+            # detection timer is judged (timers first would declare a live
+            # peer dead for our own lateness).
+            for key, _ in self.selector.select(self.timeout_s(now_us())):
+                key.data(now_us())
+            if self.pending_signals:
+                self.handle_signals()
             now = now_us()
             due = self.next_due()
             if due is not None and now >= due:
                 self.lag.add(now - due)
             self.run_timers(now)
-            for key, _ in self.selector.select(self.timeout_s(now_us())):
-                key.data(now_us())
-            if self.pending_signals:
-                self.handle_signals()
 
     def shutdown(self) -> None:
         # Sessions first: their AdminDown leaves while the maps still exist;
