@@ -134,3 +134,22 @@ def run(
         assert isinstance(msg, str) and msg, "a failure must say why"
         assert "Traceback" not in msg
     return Result(data=data, ran=ran, warnings=[str(w) for w in warnings])
+
+
+def assert_subset(expected: Any, actual: Any, path: str = "result", *, item_subsets: bool = False) -> None:
+    """Every key of ``expected`` is in ``actual`` with that value (recursively).
+
+    Lists compare exactly, unless ``item_subsets``: then a list of dicts
+    matches item by item, each as a subset.
+    """
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{path}: {actual!r} is not a dict"
+        for k, v in expected.items():
+            assert k in actual, f"{path}.{k} missing from {actual!r}"
+            assert_subset(v, actual[k], f"{path}.{k}", item_subsets=item_subsets)
+    elif item_subsets and isinstance(expected, list) and expected and isinstance(expected[0], dict):
+        assert len(actual) == len(expected), f"{path}: {actual!r}"
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            assert_subset(e, a, f"{path}[{i}]", item_subsets=True)
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"

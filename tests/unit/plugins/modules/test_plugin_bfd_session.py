@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import bfd_session
-from fastpath_modtest import Cmd
+from fastpath_modtest import Cmd, assert_subset
 from frr_fixtures import FULL, FULL_PARSED, default_peer, peer_status, peers_json, running
 
 V = "/usr/bin/vtysh"
@@ -270,16 +270,6 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
-def _subset(expected: Any, actual: Any, path: str = "result") -> None:
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), f"{path}: {actual!r} is not a dict"
-        for k, v in expected.items():
-            assert k in actual, f"{path}.{k} missing from {actual!r}"
-            _subset(v, actual[k], f"{path}.{k}")
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_bfd_session(run_module, case):
     res = run_module(
@@ -292,10 +282,10 @@ def test_bfd_session(run_module, case):
     if "fail" in case:
         assert res.failed, res.data
         assert res["msg"] == case["fail"]
-        _subset(case.get("fail_has", {}), res.data)
+        assert_subset(case.get("fail_has", {}), res.data)
     else:
         assert not res.failed, res.data
-        _subset(case["expect"], res.data)
+        assert_subset(case["expect"], res.data)
 
 
 def test_diff_mode(run_module):

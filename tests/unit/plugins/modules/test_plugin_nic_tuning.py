@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import nic_tuning
-from fastpath_modtest import Cmd
+from fastpath_modtest import Cmd, assert_subset
 
 E = "/usr/sbin/ethtool"
 
@@ -377,16 +377,6 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
-def _subset(expected: Any, actual: Any, path: str = "result") -> None:
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), f"{path}: {actual!r} is not a dict"
-        for k, v in expected.items():
-            assert k in actual, f"{path}.{k} missing from {actual!r}"
-            _subset(v, actual[k], f"{path}.{k}")
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_nic_tuning(run_module, case):
     res = run_module(
@@ -401,7 +391,7 @@ def test_nic_tuning(run_module, case):
         assert res["msg"] == case["fail"]
     else:
         assert not res.failed, res.data
-        _subset(case["expect"], res.data)
+        assert_subset(case["expect"], res.data)
 
 
 def test_diff_mode_gives_before_and_after(run_module):

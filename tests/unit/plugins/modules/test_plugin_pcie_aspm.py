@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import pcie_aspm
-from fastpath_modtest import Cmd
+from fastpath_modtest import Cmd, assert_subset
 
 LSPCI, SETPCI = "/usr/bin/lspci", "/usr/bin/setpci"
 NIC, ROOT = "0000:03:00.0", "0000:00:1c.0"
@@ -304,20 +304,6 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
-def _subset(expected: Any, actual: Any, path: str = "result") -> None:
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), f"{path}: {actual!r} is not a dict"
-        for k, v in expected.items():
-            assert k in actual, f"{path}.{k} missing from {actual!r}"
-            _subset(v, actual[k], f"{path}.{k}")
-    elif isinstance(expected, list) and expected and isinstance(expected[0], dict):
-        assert len(actual) == len(expected), f"{path}: {actual!r}"
-        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
-            _subset(e, a, f"{path}[{i}]")
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_pcie_aspm(run_module, sysfs, case):
     res = run_module(
@@ -332,7 +318,7 @@ def test_pcie_aspm(run_module, sysfs, case):
         assert res["msg"] == case["fail"].format(net=sysfs / "class" / "net")
     else:
         assert not res.failed, res.data
-        _subset(case["expect"], res.data)
+        assert_subset(case["expect"], res.data, item_subsets=True)
         if "msg_contains" in case:
             assert case["msg_contains"] in res["msg"]
 
