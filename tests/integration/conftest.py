@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from harness import trixie
+from harness.ansible import collection_env
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +24,9 @@ def trixie_root() -> Iterator[str]:
         pytest.fail("the trixie root needs root (debootstrap, chroot, bind mounts)")
     with trixie.trixie_root() as root:
         yield str(root)
+
+
+@pytest.fixture
+def ansible_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for running the collection's modules with the ``ansible`` CLI."""
+    return collection_env(tmp_path)

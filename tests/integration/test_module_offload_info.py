@@ -7,54 +7,20 @@ xdp-bfd process on the machine is signalled.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import ansible
 from harness.frr import bfd_peer_block
 from harness.wait import wait_until
 
-VENV_BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[2]
 INTERVAL_MS = 10
 
 
-@pytest.fixture
-def ansible_env(tmp_path: Path) -> dict[str, str]:
-    tree = tmp_path / "collections" / "ansible_collections" / "xdp_bfd"
-    tree.mkdir(parents=True)
-    (tree / "fastpath").symlink_to(REPO, target_is_directory=True)
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"),
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
-        ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-remote"),
-        ANSIBLE_HOME=str(tmp_path / "ansible-home"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-    )
-    env.pop("ANSIBLE_CONFIG", None)
-    return env
-
-
 def offload_info(env: dict[str, str], args: dict[str, Any]) -> dict:
-    argv = [
-        str(VENV_BIN / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
-        "-m", "xdp_bfd.fastpath.offload_info", "-a", json.dumps(args), "--check",
-    ]  # fmt: skip
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
-    try:
-        doc = json.loads(out.stdout)
-    except ValueError:
-        pytest.fail(f"ansible printed no JSON (rc {out.returncode}):\n{out.stdout}\n{out.stderr}")
-    return doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    # Check mode: the module changes nothing, and must say so even when asked to.
+    return ansible.run_module(env, "offload_info", args, check=True)
 
 
 @pytest.mark.parametrize("kernel_tx", [True, False], ids=["xdp", "software"])
