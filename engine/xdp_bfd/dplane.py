@@ -67,7 +67,7 @@ from .wire.errors import CodecError
 
 if TYPE_CHECKING:
     from .cli import DplaneAddress
-    from .engine import Engine, Entry
+    from .engine import Engine, Entry, PacketCounts
     from .session import Session, StateChanged
 
 log = logging.getLogger("xdp_bfd.dplane")
@@ -190,18 +190,17 @@ def state_change(lid: int, session: Session, state: State) -> StateChange:
     )
 
 
-def counters_reply(request: CountersRequest, entry: Entry | None) -> CountersReply:
-    """Real per-session counters; zeros for an id we do not know (bfdd waits for an answer)."""
-    if entry is None:
+def counters_reply(request: CountersRequest, counts: PacketCounts | None) -> CountersReply:
+    """Real per-session counters (kernel TX included); zeros for an id we do not know (bfdd waits)."""
+    if counts is None:
         return CountersReply(request.id, request.lid)
     return CountersReply(
         request.id,
         request.lid,
-        control_in_bytes=entry.rx_bytes,
-        control_in_packets=entry.session.rx_packets,
-        # The fast path adds its own transmissions to the entry when it exists.
-        control_out_bytes=entry.user_tx_bytes + getattr(entry, "kernel_tx_bytes", 0),
-        control_out_packets=entry.user_tx_packets + getattr(entry, "kernel_tx_packets", 0),
+        control_in_bytes=counts.rx_bytes,
+        control_in_packets=counts.rx_packets,
+        control_out_bytes=counts.tx_bytes,
+        control_out_packets=counts.tx_packets,
     )
 
 
@@ -646,7 +645,8 @@ class Dataplane:
             self._on_delete(msg)
         elif isinstance(msg, CountersRequest):
             reqs = [EchoRequest(self._next_dp_time()) for _ in range(ECHOS_BEFORE_COUNTERS)]
-            conn.send(*reqs, counters_reply(msg, self._entry_for_lid(msg.lid)))
+            entry = self._entry_for_lid(msg.lid)
+            conn.send(*reqs, counters_reply(msg, self.engine.packet_counts(entry) if entry else None))
         elif isinstance(msg, EchoReply):
             conn.last_reply_us = now_us
             # Any reply to the barrier request or a later one of ours: bfdd

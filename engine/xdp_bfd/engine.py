@@ -65,6 +65,16 @@ class LoopLag:
         return {"buckets": cumulative, "count": total, "sum_us": self.sum_us, "max_us": self.max_us}
 
 
+@dataclass(frozen=True)
+class PacketCounts:
+    """A session's control packets both ways, whichever path carried them."""
+
+    rx_packets: int
+    rx_bytes: int
+    tx_packets: int
+    tx_bytes: int
+
+
 class EngineError(Exception):
     """A reason to stop, reported as one line."""
 
@@ -259,6 +269,18 @@ class Engine:
             entry.scheduled = deadline
             heapq.heappush(self.timers, (deadline, s.local_discr))
 
+    def packet_counts(self, entry: Entry) -> PacketCounts:
+        rx_p, rx_b = entry.session.rx_packets, entry.rx_bytes
+        tx_p, tx_b = entry.user_tx_packets, entry.user_tx_bytes
+        if self.offload is not None and entry.slot is not None:
+            st = self.offload.fp.read_state(entry.slot)
+            # Every packet of an offloaded session crosses XDP, including those
+            # passed up to the socket, so the kernel's count is the whole count.
+            if entry.offloaded:
+                rx_p, rx_b = int(st.rx_packets), int(st.rx_bytes)
+            tx_p, tx_b = tx_p + int(st.ktx_packets), tx_b + int(st.ktx_bytes)
+        return PacketCounts(rx_p, rx_b, tx_p, tx_b)
+
     def on_state_change(self, entry: Entry, ev: StateChanged) -> None:
         c = entry.session.config
         log.info(
@@ -419,7 +441,7 @@ class Engine:
                     "diag": DIAG_NAMES.get(s.local_diag, str(int(s.local_diag))),
                     "tx_interval_us": s.tx_interval_us,
                     "detect_time_us": s.detect_time_us,
-                    "rx_packets": s.rx_packets,
+                    "rx_packets": self.packet_counts(entry).rx_packets,
                     "kernel_tx_packets": 0,
                     "user_tx_packets": entry.user_tx_packets,
                     "last_rx_age_us": (now - s.last_rx_us) if s.last_rx_us else None,

@@ -199,10 +199,6 @@ class Offload:
         st = self.fp.read_state(entry.slot)
         out["kernel_tx_packets"] = int(st.ktx_packets)
         out["last_ktx_age_us"] = (now_ns - st.last_ktx_ns) // 1000 if st.last_ktx_ns else None
-        # Every packet of an offloaded session crosses XDP, including those
-        # passed up to the socket, so the kernel's count is the whole count.
-        if entry.offloaded:
-            out["rx_packets"] = int(st.rx_packets)
         if st.last_rx_ns:
             age = (now_ns - st.last_rx_ns) // 1000
             prev = out.get("last_rx_age_us")

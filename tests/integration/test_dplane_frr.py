@@ -274,6 +274,41 @@ def test_frr84_listening_bfdd_drives_the_engine(rig):
         assert r.in_engine(s)["state"] == "up" and r.in_p(s)["status"] == "up"
 
 
+def test_frr84_drives_the_offloaded_engine_and_sees_kernel_counts(rig):
+    """The product's shape: bfdd owns the sessions, XDP answers the peer, bfdd's counters show it."""
+    specs = (SH4, SH6)
+    r = rig(
+        ["--dplane-connect", f"ipv4:127.0.0.1:{PORT}", "--kernel-tx", "veth-d"],
+        ["--dplaneaddr", f"ipv4:127.0.0.1:{PORT}"],
+        specs=specs,
+    )
+    for s in specs:
+        _reach_engine_within(r, s, 1.0)
+    r.wait_up(*specs)
+    for s in specs:
+        _check_up_and_discriminators(r, s)
+        wait_until(lambda s=s: r.in_engine(s)["kernel_tx_active"], timeout=10, what=f"{s.name} offloaded")
+    before = r.engine.stats()
+    mark = r.cap.snapshot()[-1].ts
+    wait_until(
+        lambda: all(len([x for x in r.from_d(s, r.cap.snapshot()) if x.ts > mark]) >= 100 for s in specs),
+        timeout=10,
+        what="100 packets per session on the wire",
+    )
+    after = r.engine.stats()
+    for s in specs:
+        b, a = r.in_engine(s, before), r.in_engine(s, after)
+        ktx = a["kernel_tx_packets"] - b["kernel_tx_packets"]
+        utx = a["user_tx_packets"] - b["user_tx_packets"]
+        assert ktx >= 100 and utx == 0, (s.name, ktx, utx)
+        # bfdd asks the engine; what it shows includes what XDP sent and received.
+        c = _counters(r.bfdd, r.theirs(s), s.multihop)
+        total_tx = a["kernel_tx_packets"] + a["user_tx_packets"]
+        assert a["kernel_tx_packets"] < c["control-packet-output"] <= total_tx + 200, (s.name, c, a)
+        assert c["control-packet-input"] >= a["kernel_tx_packets"], (s.name, c, a)
+    assert after["kernel_tx"] is True and after["dplane"]["connected"] is True
+
+
 def test_frr103_client_bfdd_drives_the_listening_engine(rig, trixie_root):
     """FRR 10.3 from trixie (``ipv4c:``, bfdd connects), engine ``--dplane PORT`` listening."""
     specs = (SH4, SH6, MH4)

@@ -31,6 +31,7 @@ from xdp_bfd.dplane import (
     same_path,
     session_config,
 )
+from xdp_bfd.engine import PacketCounts
 from xdp_bfd.session import SessionConfig, StateChanged
 from xdp_bfd.wire.bfddp import (
     AddSession,
@@ -187,6 +188,8 @@ class FakeEntry:
     rx_bytes: int = 0
     user_tx_packets: int = 0
     user_tx_bytes: int = 0
+    kernel_tx_packets: int = 0  # what the fast path's maps would add
+    kernel_tx_bytes: int = 0
 
 
 @dataclass
@@ -204,6 +207,14 @@ class FakeEngine:
     next_discr: int = 500_000
     reflects_echo: bool = False
     _seq: int = 0
+
+    def packet_counts(self, e: FakeEntry) -> PacketCounts:
+        return PacketCounts(
+            e.session.rx_packets,
+            e.rx_bytes,
+            e.user_tx_packets + e.kernel_tx_packets,
+            e.user_tx_bytes + e.kernel_tx_bytes,
+        )
 
     def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> FakeEntry:
         d = discr if discr is not None else self.allocate_discr()
@@ -351,7 +362,7 @@ def test_counters_come_from_the_entry_echoes_first_and_unknown_ids_get_zeros():
     feed(dp, conn, add(1001))
     e = eng.sessions[1001]
     e.rx_bytes, e.session.rx_packets, e.user_tx_bytes, e.user_tx_packets = 2400, 100, 480, 20
-    e.kernel_tx_packets, e.kernel_tx_bytes = 80, 1920  # what the fast path will add
+    e.kernel_tx_packets, e.kernel_tx_bytes = 80, 1920
     feed(dp, conn, CountersRequest(9, 1001))
     sent = conn.take()
     # Two ECHO_REQUESTs in front: they make bfdd reclaim its input buffer.
