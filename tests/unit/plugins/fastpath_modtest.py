@@ -153,3 +153,36 @@ def assert_subset(expected: Any, actual: Any, path: str = "result", *, item_subs
             assert_subset(e, a, f"{path}[{i}]", item_subsets=True)
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def run_case(
+    module: Any,
+    case: dict[str, Any],
+    *,
+    fail_format: dict[str, Any] | None = None,
+    item_subsets: bool = False,
+) -> Result:
+    """Run one data-driven case and check it.
+
+    A case has ``params`` and ``commands`` (the exact argv expected), optionally
+    ``check_mode`` and ``binaries``; then either ``fail`` (the exact msg, with
+    ``fail_format`` substituted) and ``fail_has``, or ``expect`` and ``msg_contains``.
+    """
+    res = run(
+        module,
+        case["params"],
+        case["commands"],
+        check_mode=case.get("check_mode", False),
+        binaries=case.get("binaries"),
+    )
+    if "fail" in case:
+        assert res.failed, res.data
+        want = case["fail"].format(**fail_format) if fail_format else case["fail"]
+        assert res["msg"] == want
+        assert_subset(case.get("fail_has", {}), res.data)
+    else:
+        assert not res.failed, res.data
+        assert_subset(case["expect"], res.data, item_subsets=item_subsets)
+        if "msg_contains" in case:
+            assert case["msg_contains"] in res["msg"]
+    return res

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import bfd_session
-from fastpath_modtest import Cmd, assert_subset
+from fastpath_modtest import Cmd, run_case
 from frr_fixtures import FULL, FULL_PARSED, default_peer, peer_status, peers_json, running
 
 V = "/usr/bin/vtysh"
@@ -271,21 +271,8 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_bfd_session(run_module, case):
-    res = run_module(
-        bfd_session,
-        case["params"],
-        case["commands"],
-        check_mode=case.get("check_mode", False),
-        binaries=case.get("binaries"),
-    )
-    if "fail" in case:
-        assert res.failed, res.data
-        assert res["msg"] == case["fail"]
-        assert_subset(case.get("fail_has", {}), res.data)
-    else:
-        assert not res.failed, res.data
-        assert_subset(case["expect"], res.data)
+def test_bfd_session(case):
+    run_case(bfd_session, case)
 
 
 def test_diff_mode(run_module):

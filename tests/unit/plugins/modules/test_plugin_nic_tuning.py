@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import nic_tuning
-from fastpath_modtest import Cmd, assert_subset
+from fastpath_modtest import Cmd, run_case
 
 E = "/usr/sbin/ethtool"
 
@@ -378,20 +378,8 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_nic_tuning(run_module, case):
-    res = run_module(
-        nic_tuning,
-        case["params"],
-        case["commands"],
-        check_mode=case.get("check_mode", False),
-        binaries=case.get("binaries"),
-    )
-    if "fail" in case:
-        assert res.failed, res.data
-        assert res["msg"] == case["fail"]
-    else:
-        assert not res.failed, res.data
-        assert_subset(case["expect"], res.data)
+def test_nic_tuning(case):
+    run_case(nic_tuning, case)
 
 
 def test_diff_mode_gives_before_and_after(run_module):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import pcie_aspm
-from fastpath_modtest import Cmd, assert_subset
+from fastpath_modtest import Cmd, run_case
 
 LSPCI, SETPCI = "/usr/bin/lspci", "/usr/bin/setpci"
 NIC, ROOT = "0000:03:00.0", "0000:00:1c.0"
@@ -305,22 +305,8 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_pcie_aspm(run_module, sysfs, case):
-    res = run_module(
-        pcie_aspm,
-        case["params"],
-        case["commands"],
-        check_mode=case.get("check_mode", False),
-        binaries=case.get("binaries"),
-    )
-    if "fail" in case:
-        assert res.failed, res.data
-        assert res["msg"] == case["fail"].format(net=sysfs / "class" / "net")
-    else:
-        assert not res.failed, res.data
-        assert_subset(case["expect"], res.data, item_subsets=True)
-        if "msg_contains" in case:
-            assert case["msg_contains"] in res["msg"]
+def test_pcie_aspm(sysfs, case):
+    run_case(pcie_aspm, case, fail_format={"net": sysfs / "class" / "net"}, item_subsets=True)
 
 
 def test_diff_mode(run_module, sysfs):
