@@ -106,6 +106,20 @@ def need_root() -> None:
         sys.exit("bench: needs root (network namespaces, XDP, FRR)")
 
 
+def begin(bench: str, params: dict[str, Any]) -> tuple[str, Path, dict[str, Any]]:
+    """Start a run: root checked, a work directory, and the result document's header."""
+    need_root()
+    stamp = utc_stamp()
+    doc: dict[str, Any] = {
+        "bench": bench,
+        "command": command_line(),
+        "machine": machine_facts(),
+        "started_at": stamp,
+        "params": params,
+    }
+    return stamp, workdir(bench, stamp), doc
+
+
 def require_clean_netns(prefix: str) -> list[str]:
     """Namespaces of this process still present (should be none after cleanup)."""
     out = _run(["ip", "netns", "list"])

@@ -343,15 +343,9 @@ def main() -> int:
         or not 0 <= args.burst <= 10**6
     ):
         ap.error("modes: generic,native; seconds: (0, 120]; rounds: 1-20; burst: [0, 1e6]")
-    benchlib.need_root()
-    stamp = benchlib.utc_stamp()
-    work = benchlib.workdir("fastpath_cost", stamp)
-    doc: dict[str, Any] = {
-        "bench": "fastpath_cost",
-        "command": benchlib.command_line(),
-        "machine": benchlib.machine_facts(),
-        "started_at": stamp,
-        "params": {
+    stamp, work, doc = benchlib.begin(
+        "fastpath_cost",
+        {
             "seconds": args.seconds,
             "rounds": args.rounds,
             "modes": modes,
@@ -359,9 +353,9 @@ def main() -> int:
             "echo_rate_per_s": ECHO_RATE,
             "burst": args.burst,
         },
-        "target_ns_per_packet": TARGET_NS,
-        "results": [],
-    }
+    )
+    doc["target_ns_per_packet"] = TARGET_NS
+    doc["results"] = []
     t_all = time.monotonic()
     try:
         with benchlib.bpf_stats_enabled() as old:

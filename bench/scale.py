@@ -449,23 +449,17 @@ def main() -> int:
         ap.error(str(e))
     if not 1 <= args.seconds <= 600 or not 0 <= args.settle <= 60:
         ap.error("--seconds 1-600, --settle 0-60")
-    benchlib.need_root()
-    stamp = benchlib.utc_stamp()
-    work = benchlib.workdir("scale", stamp)
-    doc: dict[str, Any] = {
-        "bench": "scale",
-        "command": benchlib.command_line(),
-        "machine": benchlib.machine_facts(),
-        "started_at": stamp,
-        "params": {
+    stamp, work, doc = benchlib.begin(
+        "scale",
+        {
             "ladder": rungs,
             "seconds": args.seconds,
             "settle": args.settle,
             "xdp_mode": args.xdp_mode,
         },
-        "cpu_target_pct_at_1024": CPU_TARGET_PCT,
-        "rungs": [],
-    }
+    )
+    doc["cpu_target_pct_at_1024"] = CPU_TARGET_PCT
+    doc["rungs"] = []
     t_all = time.monotonic()
     topo = Topology()
     try:

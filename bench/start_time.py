@@ -126,18 +126,9 @@ def main() -> int:
     args = ap.parse_args()
     if not 1 <= args.runs <= 50:
         ap.error("--runs: 1-50")
-    benchlib.need_root()
-    stamp = benchlib.utc_stamp()
-    work = benchlib.workdir("start_time", stamp)
-    doc: dict[str, Any] = {
-        "bench": "start_time",
-        "command": benchlib.command_line(),
-        "machine": benchlib.machine_facts(),
-        "started_at": stamp,
-        "params": {"runs": args.runs, "xdp_mode": args.xdp_mode},
-        "target_s": TARGET_S,
-        "runs": [],
-    }
+    stamp, work, doc = benchlib.begin("start_time", {"runs": args.runs, "xdp_mode": args.xdp_mode})
+    doc["target_s"] = TARGET_S
+    doc["runs"] = []
     t_all = time.monotonic()
     topo = Topology()
     try:
