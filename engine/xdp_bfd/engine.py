@@ -269,11 +269,18 @@ class Engine:
             entry.scheduled = deadline
             heapq.heappush(self.timers, (deadline, s.local_discr))
 
-    def packet_counts(self, entry: Entry) -> PacketCounts:
+    def kernel_state(self, entry: Entry) -> Any:
+        """The fast path's view of the session (bcc's ctypes struct), or None without one."""
+        if self.offload is None or entry.slot is None:
+            return None
+        return self.offload.fp.read_state(entry.slot)
+
+    def packet_counts(self, entry: Entry, st: Any = None) -> PacketCounts:
+        """``st``: the kernel state if the caller already read it (one map read per dump)."""
         rx_p, rx_b = entry.session.rx_packets, entry.rx_bytes
         tx_p, tx_b = entry.user_tx_packets, entry.user_tx_bytes
-        if self.offload is not None and entry.slot is not None:
-            st = self.offload.fp.read_state(entry.slot)
+        st = st if st is not None else self.kernel_state(entry)
+        if st is not None:
             # Every packet of an offloaded session crosses XDP, including those
             # passed up to the socket, so the kernel's count is the whole count.
             if entry.offloaded:
@@ -428,6 +435,7 @@ class Engine:
         for entry in self.sessions.values():
             s = entry.session
             c = s.config
+            st = self.kernel_state(entry)
             sessions.append(
                 {
                     "local": str(c.local) if c.local else None,
@@ -441,7 +449,7 @@ class Engine:
                     "diag": DIAG_NAMES.get(s.local_diag, str(int(s.local_diag))),
                     "tx_interval_us": s.tx_interval_us,
                     "detect_time_us": s.detect_time_us,
-                    "rx_packets": self.packet_counts(entry).rx_packets,
+                    "rx_packets": self.packet_counts(entry, st).rx_packets,
                     "kernel_tx_packets": 0,
                     "user_tx_packets": entry.user_tx_packets,
                     "last_rx_age_us": (now - s.last_rx_us) if s.last_rx_us else None,
@@ -452,8 +460,8 @@ class Engine:
                     "drops": dict(entry.drops),
                 }
             )
-            if self.offload is not None:
-                self.offload.session_stats(entry, sessions[-1], now_ns)
+            if self.offload is not None and st is not None:
+                self.offload.session_stats(entry, st, sessions[-1], now_ns)
         doc = {
             "version": 1,
             "generated_at": round(time.time(), 3),

@@ -193,10 +193,8 @@ class Offload:
 
     # -- stats ------------------------------------------------------------------
 
-    def session_stats(self, entry: Entry, out: dict[str, Any], now_ns: int) -> None:
-        if entry.slot is None:
-            return
-        st = self.fp.read_state(entry.slot)
+    def session_stats(self, entry: Entry, st: Any, out: dict[str, Any], now_ns: int) -> None:
+        """Add the kernel's view (``st``, the session's slot_state) to its stats."""
         out["kernel_tx_packets"] = int(st.ktx_packets)
         out["last_ktx_age_us"] = (now_ns - st.last_ktx_ns) // 1000 if st.last_ktx_ns else None
         if st.last_rx_ns:
