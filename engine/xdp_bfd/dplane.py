@@ -46,6 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .clock import now_us
 from .engine import EngineError
 from .session import SessionConfig
 from .wire.bfddp import (
@@ -412,7 +413,7 @@ class Dataplane:
         if self.mode == "listen":
             self._listen()
         else:
-            self._try_connect(_now_us())
+            self._try_connect(now_us())
 
     def close(self) -> None:
         """Stop talking to bfdd. Sessions are left to the engine (whose shutdown AdminDowns them)."""
@@ -788,10 +789,6 @@ class Dataplane:
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-def _now_us() -> int:
-    return time.monotonic_ns() // 1000
 
 
 def _describe(msg: AddSession | DeleteSession) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import __version__
 from .cli import EXIT_OK
+from .clock import now_us
 from .config import ConfigError, load_sessions
 from .netio import PORT_MULTIHOP, PORT_SINGLE_HOP, Datagram, Receiver, SourcePorts, Transmitter
 from .offload import Offload
@@ -77,10 +78,6 @@ class PacketCounts:
 
 class EngineError(Exception):
     """A reason to stop, reported as one line."""
-
-
-def now_us() -> int:
-    return time.monotonic_ns() // 1000
 
 
 @dataclass

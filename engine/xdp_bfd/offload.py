@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .clock import now_us
 from .kernel import FastPath, mapped16
 from .session import Rejected
 from .wire.control import CodecError, State, decode_control, encode_control
@@ -25,10 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("xdp_bfd")
 
 FLAG_P, FLAG_F = 0x20, 0x10
-
-
-def now_us() -> int:
-    return time.monotonic_ns() // 1000
 
 
 class Offload:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -36,7 +37,7 @@ def write_atomic(path: Path, doc: dict[str, Any]) -> None:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
-        with __import__("contextlib").suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
 
