@@ -213,33 +213,29 @@ class FastPath:
         self._write_gate()
         return slot
 
-    def install(self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> None:
+    def _index_keys(self, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> list:
+        """(table, key) for each index that leads a packet to the session's slot."""
         k = self.sessions.Key()
         ctypes.memmove(k.local, mapped16(local), 16)
         ctypes.memmove(k.peer, mapped16(peer), 16)
         k.ifindex, k.multihop = ifindex, int(multihop)
-        self.sessions[k] = ctypes.c_uint32(slot)
-        self.by_discr[self.by_discr.Key(discr)] = ctypes.c_uint32(slot)
         e = self.echo_peers.Key()
         ctypes.memmove(e.peer, mapped16(peer), 16)
         e.ifindex = ifindex
-        self.echo_peers[e] = ctypes.c_uint32(slot)
+        return [(self.sessions, k), (self.by_discr, self.by_discr.Key(discr)), (self.echo_peers, e)]
+
+    def install(self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> None:
+        for table, key in self._index_keys(
+            local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
+        ):
+            table[key] = ctypes.c_uint32(slot)
 
     def uninstall(
         self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
     ) -> None:
         self.slot_cfg[self.slot_cfg.Key(slot)] = self.slot_cfg.Leaf()
-        k = self.sessions.Key()
-        ctypes.memmove(k.local, mapped16(local), 16)
-        ctypes.memmove(k.peer, mapped16(peer), 16)
-        k.ifindex, k.multihop = ifindex, int(multihop)
-        e = self.echo_peers.Key()
-        ctypes.memmove(e.peer, mapped16(peer), 16)
-        e.ifindex = ifindex
-        for table, key in (
-            (self.sessions, k),
-            (self.by_discr, self.by_discr.Key(discr)),
-            (self.echo_peers, e),
+        for table, key in self._index_keys(
+            local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
         ):
             with contextlib.suppress(KeyError):
                 del table[key]

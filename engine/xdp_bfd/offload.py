@@ -63,6 +63,17 @@ class Offload:
         except OSError:
             return 0
 
+    def _index(self, entry: Entry) -> dict[str, Any]:
+        """What the kernel's indexes key this session by."""
+        c = entry.session.config
+        return {
+            "local": c.local,
+            "peer": c.peer,
+            "ifindex": self._path_ifindex(entry),
+            "multihop": c.multihop,
+            "discr": entry.session.local_discr,
+        }
+
     def added(self, entry: Entry) -> None:
         # Every session gets a slot, offloaded or not: XDP validates every BFD
         # packet on the interfaces it watches and drops those of unknown sessions.
@@ -72,29 +83,14 @@ class Offload:
         entry.epoch = 1
         entry.offloaded = self.offloaded(entry)
         self.by_slot[slot] = s.local_discr
-        self.fp.install(
-            slot,
-            local=s.config.local,
-            peer=s.config.peer,
-            ifindex=self._path_ifindex(entry),
-            multihop=s.config.multihop,
-            discr=s.local_discr,
-        )
+        self.fp.install(slot, **self._index(entry))
         s.detection_external = entry.offloaded
         self.sync(entry)
 
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:
             return
-        s = entry.session
-        self.fp.uninstall(
-            entry.slot,
-            local=s.config.local,
-            peer=s.config.peer,
-            ifindex=self._path_ifindex(entry),
-            multihop=s.config.multihop,
-            discr=s.local_discr,
-        )
+        self.fp.uninstall(entry.slot, **self._index(entry))
         self.by_slot.pop(entry.slot, None)
         entry.slot = None
 
