@@ -123,9 +123,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             st = engine.stats()
             ours = {s["peer"]: s for s in st["sessions"]}
             peers = [frr.peer(addr(a, fam)) for fam in FAMILIES]
-            ok = all(ours.get(addr(b, fam), {}).get("state") == "up" for fam in FAMILIES) and all(
-                pr and pr["status"] == "up" for pr in peers
-            )
+            # Our remote_state too: FRR says Up a packet before its Up reaches us,
+            # and a baseline taken in between would read "init".
+            ok = all(
+                ours.get(addr(b, fam), {}).get("state")
+                == ours.get(addr(b, fam), {}).get("remote_state")
+                == "up"
+                for fam in FAMILIES
+            ) and all(pr and pr["status"] == "up" for pr in peers)
             return st if ok else None
 
         stats = wait_until(

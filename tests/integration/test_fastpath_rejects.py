@@ -218,9 +218,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             st = engine.stats()
             ours = [next((x for x in st["sessions"] if x["peer"] == s.peer), {}) for s in sess.values()]
             theirs = {(x["peer"], bool(x.get("multihop"))): x for x in frr.peers()}
-            ok = all(x.get("state") == "up" and x.get("kernel_tx_active") for x in ours) and all(
-                theirs.get((s.local, s.multihop), {}).get("status") == "up" for s in sess.values()
-            )
+            # remote_state too: a baseline taken before the peer's Up arrives reads "init".
+            ok = all(
+                x.get("state") == x.get("remote_state") == "up" and x.get("kernel_tx_active") for x in ours
+            ) and all(theirs.get((s.local, s.multihop), {}).get("status") == "up" for s in sess.values())
             return st if ok else None
 
         first = wait_until(all_up, timeout=30, interval=0.2, what="3 sessions Up on both ends, kernel TX on")
