@@ -107,6 +107,9 @@ struct bfd_state {
 	__u64 early_skips;
 	__u32 expired_epoch;    /* == cfg.epoch once the sweep has reported this silence */
 	__u32 pad;
+#ifdef BFD_TEST_LAYOUT_CHANGE
+	__u64 test_only;        /* tests build a changed layout with this (XDP_BFD_TEST_LAYOUT_CHANGE=1) */
+#endif
 };
 
 /* Global knobs, written by userspace. */
@@ -128,6 +131,27 @@ struct bfd_event {
 	__u8 ttl;
 	__u8 pad[3];
 	__u8 pkt[BFD_CONTROL_LEN];
+};
+
+/*
+ * --pin: the directory's owner record, pinned at <dir>/owner by every build.
+ * An array of __u64 indexed by these constants; this layout never changes,
+ * so an engine of any build can find the one running and ask it to leave.
+ * Everything else is pinned under <dir>/<layout id>, a hash of this file,
+ * maps.h and the compile flags: a build whose layouts differ never opens them.
+ */
+#define BFD_OWNER_PID 0
+#define BFD_OWNER_STATE 1
+#define BFD_OWNER_BLOB_LEN 2
+#define BFD_OWNER_SLOTS 4
+#define BFD_OWNER_RUNNING 1
+#define BFD_OWNER_HANDED_OVER 2
+
+/* The engine's own session state, handed to its successor through a pinned map. */
+#define BFD_HANDOVER_CHUNK 16384
+#define BFD_HANDOVER_CHUNKS 256
+struct bfd_handover_chunk {
+	__u8 data[BFD_HANDOVER_CHUNK];
 };
 
 #endif /* BFD_ABI_H */

@@ -9,13 +9,30 @@
 
 #include "bfd_abi.h"
 
-BPF_HASH(sessions, struct bfd_key, __u32, BFD_MAX_SESSIONS);
-BPF_HASH(by_discr, __u32, __u32, BFD_MAX_SESSIONS);
-BPF_HASH(echo_peers, struct bfd_echo_key, __u32, BFD_MAX_SESSIONS);
-BPF_ARRAY(slot_cfg, struct bfd_cfg, BFD_MAX_SESSIONS);
-BPF_ARRAY(slot_state, struct bfd_state, BFD_MAX_SESSIONS);
-BPF_ARRAY(gate, struct bfd_gate, 1);
-BPF_PERCPU_ARRAY(counters, __u64, BFD_C_MAX);
+/*
+ * With --pin (the engine defines BFD_PIN_DIR and BFD_PIN_ROOT) the session
+ * state lives in bpffs: bcc opens a pinned map when it exists, else creates
+ * and pins it, so a successor compiled from the same layout shares these maps
+ * with the engine it replaces. bcc does not compare key or value sizes of a
+ * pinned map; the layout id in BFD_PIN_DIR is what keeps builds apart.
+ */
+#ifdef BFD_PIN_DIR
+#define BFD_TABLE(type, key, leaf, name, max) BPF_TABLE_PINNED(type, key, leaf, name, max, BFD_PIN_DIR "/" #name)
+#else
+#define BFD_TABLE(type, key, leaf, name, max) BPF_TABLE(type, key, leaf, name, max)
+#endif
+
+BFD_TABLE("hash", struct bfd_key, __u32, sessions, BFD_MAX_SESSIONS);
+BFD_TABLE("hash", __u32, __u32, by_discr, BFD_MAX_SESSIONS);
+BFD_TABLE("hash", struct bfd_echo_key, __u32, echo_peers, BFD_MAX_SESSIONS);
+BFD_TABLE("array", __u32, struct bfd_cfg, slot_cfg, BFD_MAX_SESSIONS);
+BFD_TABLE("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS);
+BFD_TABLE("array", __u32, struct bfd_gate, gate, 1);
+BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
+#ifdef BFD_PIN_DIR
+BFD_TABLE("array", __u32, struct bfd_handover_chunk, handover, BFD_HANDOVER_CHUNKS);
+BPF_TABLE_PINNED("array", __u32, __u64, owner, BFD_OWNER_SLOTS, BFD_PIN_ROOT "/owner");
+#endif
 /* Room for an expiry of every session at once (4096 x 80 bytes), so a whole
  * table going silent together is reported in one sweep. */
 BPF_RINGBUF_OUTPUT(events, 128);

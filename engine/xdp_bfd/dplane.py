@@ -260,6 +260,13 @@ class Registry:
             self._held.setdefault(path_of(rec.config), []).append(rec)
         return recs
 
+    def hold(self, rec: DpSession, until_us: int) -> None:
+        """A session that comes without a bfdd id (handed over by another engine)."""
+        self.by_discr[rec.discr] = rec
+        rec.lid = None
+        rec.held_until_us = until_us
+        self._held.setdefault(path_of(rec.config), []).append(rec)
+
     def find_held(self, config: SessionConfig) -> DpSession | None:
         return next((r for r in self._held.get(path_of(config), ()) if same_path(r.config, config)), None)
 
@@ -406,10 +413,12 @@ class Dataplane:
         self._unix_path_made: str | None = None
         engine.state_listeners.append(self._on_state_change)
         engine.stats_sections["dplane"] = self.stats
+        engine.handover_sections["dplane"] = self.handover_doc
 
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
+        self._adopt(now_us())
         if self.mode == "listen":
             self._listen()
         else:
@@ -429,6 +438,47 @@ class Dataplane:
         if self._unix_path_made is not None:
             _unlink_socket(self._unix_path_made)
             self._unix_path_made = None
+
+    def handover_doc(self) -> dict[int, dict[str, Any]]:
+        """What a --pin successor needs to know of bfdd's sessions, by discriminator."""
+        return {
+            rec.discr: {
+                "min_echo_tx_us": rec.min_echo_tx_us,
+                "cbit": rec.cbit,
+                "held_until_us": rec.held_until_us,
+            }
+            for rec in self.registry.by_discr.values()
+        }
+
+    def _adopt(self, now_us: int) -> None:
+        # bfdd lost its connection with the engine we replaced; like a bfdd
+        # restart, its sessions wait (held) for it to re-add them.
+        docs = self.engine.adopted_dplane
+        recs = []
+        for discr, doc in docs.items():
+            entry = self.engine.sessions.get(discr)
+            if entry is None:
+                continue
+            rec = DpSession(
+                discr, entry.session.config, min_echo_tx_us=doc["min_echo_tx_us"], cbit=doc["cbit"]
+            )
+            recs.append(rec)
+        docs.clear()
+        if not recs:
+            return
+        if self.hold_us <= 0:
+            log.info("dplane: removing %d handed-over bfdd sessions (no --dp-hold)", len(recs))
+            for rec in recs:
+                self.engine.remove_session(rec.discr, admin_down=True)
+            return
+        for rec in recs:
+            self.registry.hold(rec, now_us + self.hold_us)
+        log.info(
+            "dplane: holding %d handed-over sessions for %d s for bfdd to re-add them",
+            len(recs),
+            self.hold_us // 1_000_000,
+        )
+        self.engine.call_at(now_us + self.hold_us, self._hold_expired)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -30,6 +30,7 @@ from .cli import EXIT_OK
 from .clock import now_us
 from .config import ConfigError, load_sessions
 from .netio import PORT_MULTIHOP, PORT_SINGLE_HOP, Datagram, Receiver, SourcePorts, Transmitter
+from .notify import Notifier
 from .offload import Offload
 from .sched import describe as sched_description
 from .sched import reserve as reserve_scheduling
@@ -118,6 +119,10 @@ class Engine:
         # Extra top-level sections of the stats JSON (the dataplane's), filled at dump time.
         self.stats_sections: dict[str, Callable[[], Any]] = {}
         self.closers: list[Callable[[], None]] = []
+        # --pin: what other parts add to the handed-over state, and what a
+        # successor adopted for them (the dataplane's bfdd bookkeeping, by discriminator).
+        self.handover_sections: dict[str, Callable[[], Any]] = {}
+        self.adopted_dplane: dict[int, dict[str, Any]] = {}
         self.offload: Offload | None = None
         # True once the XDP echo reflector is attached: only then may we invite
         # a peer's echo (Required Min Echo RX > 0).
@@ -131,6 +136,8 @@ class Engine:
         self.pending_signals: list[int] = []
         self._next_discr = self.rng.randrange(1, 1 << 31)
         self._wake_r, self._wake_w = socket.socketpair()
+        self.notifier = Notifier()
+        self.handed_over_from: int | None = None
 
     # -- setup -----------------------------------------------------------------
 
@@ -379,11 +386,17 @@ class Engine:
         sigs, self.pending_signals = self.pending_signals, []
         for sig in sigs:
             if sig in (signal.SIGTERM, signal.SIGINT):
+                if not self.stop_requested:
+                    self.notifier.stopping()
                 self.stop_requested = True
             elif sig == signal.SIGUSR1:
                 self.dump_stats()
             elif sig == signal.SIGHUP:
                 self.reload()
+            elif sig == signal.SIGUSR2:
+                from .handover import hand_over  # noqa: PLC0415
+
+                hand_over(self)
 
     def reload(self) -> None:
         if self.args.sessions is None:
@@ -516,20 +529,49 @@ def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]
     return out
 
 
-def start_fast_path(engine: Engine, args: argparse.Namespace) -> None:
-    from .kernel import FastPath, KernelError  # noqa: PLC0415  (bcc only with --kernel-tx)
+def start_fast_path(engine: Engine, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Compile, (with --pin) take over from a running engine, attach; returns handed-over state."""
+    from . import handover  # noqa: PLC0415
+    from .kernel import FastPath, KernelError, PinPaths, abi_constants, bpf_dir, layout_cflags, layout_id  # noqa: PLC0415
 
     log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
+    pin = plan = None
+    if args.pin is not None:
+        try:
+            handover.check_bpffs(args.pin)
+            src = bpf_dir()
+            consts = abi_constants(src / "bfd_abi.h")
+            pin = PinPaths(args.pin.resolve(), layout_id(src, layout_cflags(consts["BFD_MAX_SESSIONS"])))
+            plan = handover.plan(pin.root, pin.layout, consts)
+            handover.prepare(pin.root, pin.layout, plan)
+        except (handover.HandoverError, KernelError, OSError) as e:
+            raise EngineError(str(e)) from None
+    state = None
     try:
-        fp = FastPath(args.deadman_us)
+        fp = FastPath(args.deadman_us, pin=pin)
         engine.closers.append(fp.close)
+        if plan is not None and plan.kind in ("takeover", "replace"):
+            # systemd must see its main process change before the old one exits.
+            engine.notifier.main_pid()
+            gone_ms = handover.request(plan.pid)
+            log.info("pin: engine %d handed over and was gone %.1f ms after the request", plan.pid, gone_ms)
+            engine.handed_over_from = plan.pid
+        if plan is not None and plan.kind in ("takeover", "adopt"):
+            state = handover.load(fp)
+            if state is None:
+                fp.reset_tables()
+        if pin is not None:
+            handover.finish(pin.root, pin.layout)
         for ifname in args.kernel_tx:
-            fp.attach(ifname, args.xdp_mode)
+            fp.attach(ifname, args.xdp_mode, replace=plan is not None and plan.kind != "fresh")
         fp.start_sweep()
-    except KernelError as e:
+        if pin is not None:
+            fp.set_owner(os.getpid(), fp.consts["BFD_OWNER_RUNNING"], 0)
+    except (KernelError, handover.HandoverError) as e:
         raise EngineError(str(e)) from None
     engine.offload = Offload(engine, fp)
     engine.reflects_echo = True
+    return state
 
 
 def run(args: argparse.Namespace) -> int:
@@ -538,10 +580,22 @@ def run(args: argparse.Namespace) -> int:
     engine = Engine(args)
     engine.install_signals()
     try:
+        state = None
         if args.kernel_tx:
-            start_fast_path(engine, args)
+            state = start_fast_path(engine, args)
+        elif args.pin is not None:
+            log.warning("pin: --pin keeps the fast path's state; without --kernel-tx it does nothing")
         engine.open_receivers()
-        for cfg, origin in sessions:
+        if state is not None:
+            from .handover import restore  # noqa: PLC0415
+
+            restore(engine, state)
+            # The arguments may have changed with the upgrade: the file and the
+            # command line say what runs now; adopted sessions they no longer
+            # name leave with AdminDown.
+            for origin in ("cli", "file"):
+                engine.apply_session_list([c for c, o in sessions if o == origin], origin)
+        for cfg, origin in sessions if state is None else ():
             if cfg.key() in engine.by_key:
                 raise EngineError(f"session {cfg.local} -> {cfg.peer} given twice")
             try:
@@ -569,6 +623,7 @@ def run(args: argparse.Namespace) -> int:
         # Last: bcc has compiled (compiling under a real-time class trips RT
         # throttling), and nothing forks from here on.
         reserve_scheduling(args.sched_deadline)
+        engine.notifier.ready(takeover=engine.handed_over_from is not None)
         engine.loop()
     finally:
         engine.shutdown()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import ipaddress
 import logging
 import os
@@ -83,6 +84,40 @@ def driver_of(ifname: str) -> str:
     return info.raw[4:36].split(b"\0", 1)[0].decode(errors="replace")
 
 
+def layout_id(src: Path, cflags: list[str]) -> str:
+    """Names a build's map layouts: everything that decides them, hashed (see bfd_abi.h, --pin)."""
+    h = hashlib.sha256()
+    for name in ("bfd_abi.h", "maps.h"):
+        h.update((src / name).read_bytes())
+    for flag in sorted(cflags):
+        h.update(flag.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def layout_cflags(max_sessions: int) -> list[str]:
+    """The flags that shape the maps (and so the layout id)."""
+    flags = [f"-DBFD_MAX_SESSIONS={max_sessions}"]
+    if os.environ.get("XDP_BFD_TEST_LAYOUT_CHANGE") == "1":
+        # Tests stand in for an upgrade whose maps differ with a real layout change.
+        flags.append("-DBFD_TEST_LAYOUT_CHANGE")
+    return flags
+
+
+@dataclass(frozen=True)
+class PinPaths:
+    """``--pin ROOT``: ROOT/owner for every build, ROOT/<layout id>/ for this build's maps."""
+
+    root: Path
+    layout: str
+
+    @property
+    def maps(self) -> Path:
+        return self.root / self.layout
+
+    def cflags(self) -> list[str]:
+        return [f'-DBFD_PIN_ROOT="{self.root}"', f'-DBFD_PIN_DIR="{self.maps}"']
+
+
 @dataclass
 class Attachment:
     ifname: str
@@ -94,20 +129,29 @@ class Attachment:
 class FastPath:
     """One bcc module: the XDP program, the sweep programs, their maps."""
 
-    def __init__(self, deadman_us: int, *, max_sessions: int | None = None) -> None:
+    def __init__(
+        self, deadman_us: int, *, max_sessions: int | None = None, pin: PinPaths | None = None
+    ) -> None:
         from bcc import BPF  # noqa: PLC0415  (bcc is only needed with --kernel-tx)
 
         self._BPF = BPF
         src = bpf_dir()
         self.consts = abi_constants(src / "bfd_abi.h")
         self.max_sessions = max_sessions or self.consts["BFD_MAX_SESSIONS"]
+        self.pin = pin
         text = (src / "xdp_bfd.c").read_text() + "\n" + (src / "sweep.c").read_text()
+        cflags = [f"-I{src}", "-Wno-unused-function", *layout_cflags(self.max_sessions)]
+        if pin is not None:
+            pin.maps.mkdir(exist_ok=True)
+            cflags += pin.cflags()
         try:
-            self.bpf = BPF(
-                text=text,
-                cflags=[f"-I{src}", "-Wno-unused-function", f"-DBFD_MAX_SESSIONS={self.max_sessions}"],
-            )
+            self.bpf = BPF(text=text, cflags=cflags)
             self.xdp_fn = self.bpf.load_func(b"xdp_bfd_rx", BPF.XDP)
+            # Loaded (and so verified) now: a successor must fail before it asks anyone to leave.
+            self.sweep_fns = [
+                self.bpf.load_func(f"bfd_sweep_{i}".encode(), BPF.PERF_EVENT)
+                for i in range((self.max_sessions + 511) // 512)
+            ]
         except Exception as e:
             raise KernelError(f"cannot load the XDP program: {e}") from None
         self.counter_names = counter_names(src / "bfd_abi.h")
@@ -126,11 +170,16 @@ class FastPath:
         self.attached: list[Attachment] = []
         self._sweeps = 0
         self._events_open = False
-        self.heartbeat(0)
+        if pin is None:
+            self.heartbeat(0)
+        else:
+            # Shared with a running engine until it hands over: its gate stays as it wrote it.
+            self._heartbeat_ns = self.gate[self.gate.Key(0)].heartbeat_ns
 
     # -- attach ---------------------------------------------------------------
 
-    def attach(self, ifname: str, mode: str) -> Attachment:
+    def attach(self, ifname: str, mode: str, *, replace: bool = False) -> Attachment:
+        """``replace``: swap our program in over one already there (a takeover), no gap."""
         try:
             ifindex = socket.if_nametoindex(ifname)
         except OSError:
@@ -145,10 +194,18 @@ class FastPath:
                 chosen = "native"
         else:
             chosen = mode
-        self._detach_any(ifname)
         flags = XDP_FLAGS_DRV_MODE if chosen == "native" else XDP_FLAGS_SKB_MODE
+        swapped = False
+        if replace:
+            # The kernel replaces a program attached in the same mode atomically.
+            with contextlib.suppress(Exception):
+                self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+                swapped = True
+        if not swapped:
+            self._detach_any(ifname)
         try:
-            self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+            if not swapped:
+                self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
         except Exception as e:
             if mode != "auto" or chosen == "generic":
                 raise KernelError(f"cannot attach XDP to {ifname} in {chosen} mode: {e}") from None
@@ -173,23 +230,24 @@ class FastPath:
     def start_sweep(self) -> None:
         from bcc import PerfSWConfig, PerfType  # noqa: PLC0415
 
-        i = 0
-        while i * 512 < self.max_sessions:
-            fn = f"bfd_sweep_{i}".encode()
+        for i in range(len(self.sweep_fns)):
             try:
                 self.bpf.attach_perf_event(
                     ev_type=PerfType.SOFTWARE,
                     ev_config=PerfSWConfig.CPU_CLOCK,
-                    fn_name=fn,
+                    fn_name=f"bfd_sweep_{i}".encode(),
                     sample_period=SWEEP_PERIOD_NS,
                     cpu=-1,
                 )
             except Exception as e:
                 raise KernelError(f"cannot start the detection sweep: {e}") from None
-            i += 1
-        self._sweeps = i
+        self._sweeps = len(self.sweep_fns)
 
     def close(self) -> None:
+        if self.pin is not None:
+            # A clean stop leaves nothing to adopt: the next start begins fresh.
+            with contextlib.suppress(Exception):
+                self.set_owner(0, 0, 0)
         for att in self.attached:
             with contextlib.suppress(Exception):
                 self._BPF.remove_xdp(att.ifname, att.flags)
@@ -253,6 +311,50 @@ class FastPath:
 
     def read_state(self, slot: int) -> Any:
         return self.slot_state[self.slot_state.Key(slot)]
+
+    def adopt_slots(self, nslots: int, used: set[int]) -> None:
+        """Take over the slot table of the engine we replace (its maps are ours now)."""
+        self.nslots = nslots
+        self._used = set(used)
+        self._free = sorted(set(range(nslots)) - self._used, reverse=True)
+        self._write_gate()
+
+    def reset_tables(self) -> None:
+        """Forget whatever sessions the pinned maps hold (state we could not adopt)."""
+        for table in (self.sessions, self.by_discr, self.echo_peers):
+            table.clear()
+        for i in range(self.max_sessions):
+            self.slot_cfg[self.slot_cfg.Key(i)] = self.slot_cfg.Leaf()
+        self.nslots = 0
+        self._write_gate()
+
+    # -- --pin: owner record and handover blob ----------------------------------
+
+    def set_owner(self, pid: int, state: int, blob_len: int) -> None:
+        owner = self.bpf["owner"]
+        for idx, value in (
+            (self.consts["BFD_OWNER_BLOB_LEN"], blob_len),
+            (self.consts["BFD_OWNER_STATE"], state),
+            (self.consts["BFD_OWNER_PID"], pid),
+        ):
+            owner[owner.Key(idx)] = ctypes.c_uint64(value)
+
+    def write_handover(self, blob: bytes) -> None:
+        table, size = self.bpf["handover"], self.consts["BFD_HANDOVER_CHUNK"]
+        if len(blob) > size * self.consts["BFD_HANDOVER_CHUNKS"]:
+            raise KernelError(f"handover state of {len(blob)} bytes does not fit the pinned map")
+        for i in range(0, len(blob), size):
+            leaf = table.Leaf()
+            part = blob[i : i + size]
+            ctypes.memmove(leaf.data, part, len(part))
+            table[table.Key(i // size)] = leaf
+
+    def read_handover(self, length: int) -> bytes:
+        table, size = self.bpf["handover"], self.consts["BFD_HANDOVER_CHUNK"]
+        out = bytearray()
+        for i in range(0, length, size):
+            out += bytes(table[table.Key(i // size)].data)[: min(size, length - i)]
+        return bytes(out)
 
     # -- gate, counters, events -----------------------------------------------
 

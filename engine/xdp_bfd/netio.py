@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
+import itertools
 import socket
 import struct
 from collections.abc import Iterator
@@ -149,6 +150,7 @@ class Transmitter:
         interface: str | None,
         multihop: bool,
         dport: int | None = None,
+        sport: int | None = None,
     ) -> None:
         self.family = socket.AF_INET6 if peer.version == 6 else socket.AF_INET
         self.peer = peer
@@ -166,16 +168,18 @@ class Transmitter:
                 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, TOS_CS6)
             if interface and not multihop:
                 s.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, interface.encode())
-            self.sport = self._bind(s, local)
+            self.sport = self._bind(s, local, sport)
             s.setblocking(False)
         except OSError:
             s.close()
             raise
         self.sock = s
 
-    def _bind(self, s: socket.socket, local: Address | None) -> int:
+    def _bind(self, s: socket.socket, local: Address | None, prefer: int | None) -> int:
         host = str(local) if local is not None else ("::" if self.family == socket.AF_INET6 else "0.0.0.0")
-        for port in self._ports.candidates():
+        # An adopted session keeps the source port its peer and the fast path's reply already use.
+        first = [prefer] if prefer and prefer not in self._ports.used else []
+        for port in itertools.chain(first, self._ports.candidates()):
             try:
                 if self.family == socket.AF_INET6:
                     s.bind((host, port, 0, self.ifindex if local is not None and local.is_link_local else 0))

@@ -87,6 +87,20 @@ class Offload:
         s.detection_external = entry.offloaded
         self.sync(entry)
 
+    def adopted(self, entry: Entry) -> None:
+        """A session handed over with its slot (--pin): the kernel's view of it is already there."""
+        assert entry.slot is not None
+        s = entry.session
+        self.by_slot[entry.slot] = s.local_discr
+        self.fp.install(entry.slot, **self._index(entry))
+        s.detection_external = entry.offloaded
+        st = self.fp.read_state(entry.slot)
+        self.sync(entry)
+        if entry.detect_armed and st.expired_epoch == entry.epoch:
+            # The sweep reported this silence while no engine was reading its ring.
+            log.info("kernel-tx: discriminator %d expired during the handover", s.local_discr)
+            s.detection_expired(now_us())
+
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:
             return

@@ -200,6 +200,8 @@ class FakeEngine:
     by_key: dict[Any, int] = field(default_factory=dict)
     state_listeners: list = field(default_factory=list)
     stats_sections: dict = field(default_factory=dict)
+    handover_sections: dict = field(default_factory=dict)
+    adopted_dplane: dict = field(default_factory=dict)
     calls: list = field(default_factory=list)
     removed: list[tuple[int, bool]] = field(default_factory=list)
     updates: list[tuple[int, SessionConfig]] = field(default_factory=list)
