@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shlex
@@ -101,6 +102,12 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest rank (rank = ceil(q*n)), as the capture harness reports gaps: a value that happened."""
+    idx = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values) - 1e-9) - 1))
+    return sorted_values[idx]
+
+
 def need_root() -> None:
     if os.geteuid() != 0:
         sys.exit("bench: needs root (network namespaces, XDP, FRR)")
@@ -124,6 +131,38 @@ def require_clean_netns(prefix: str) -> list[str]:
     """Namespaces of this process still present (should be none after cleanup)."""
     out = _run(["ip", "netns", "list"])
     return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+# -- links, without pyroute2 ---------------------------------------------------
+# In a long-lived process (bench/suite.py) pyroute2's NetNS get_links twice waited
+# forever for a netlink reply; iproute2 in a subprocess is bounded by a timeout.
+
+
+def ip_link(ns: str, ifname: str) -> dict[str, Any]:
+    """``ip -j -s link show dev IFNAME`` inside namespace ``ns``: address, stats64, …"""
+    out = subprocess.run(
+        ["ip", "-n", ns, "-j", "-s", "link", "show", "dev", ifname],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    return json.loads(out)[0]
+
+
+def mac(ns: str, ifname: str) -> str:
+    return ip_link(ns, ifname)["address"]
+
+
+def link_counts(ns: str, ifname: str) -> dict[str, int]:
+    s = ip_link(ns, ifname).get("stats64", {})
+    rx, tx = s.get("rx", {}), s.get("tx", {})
+    return {
+        "rx_packets": int(rx.get("packets", 0)),
+        "tx_packets": int(tx.get("packets", 0)),
+        "rx_dropped": int(rx.get("dropped", 0)),
+        "tx_dropped": int(tx.get("dropped", 0)),
+    }
 
 
 # -- sysctl ---------------------------------------------------------------------

@@ -65,7 +65,13 @@ def echo_frame(peer: Link, local: Link) -> bytes:
     payload = bytes([0x20, 0, 0, 24]) + (1).to_bytes(4, "big") + bytes(16)
     src = str(peer.ip4)
     return udp_frame(
-        src_mac=peer.mac, dst_mac=local.mac, src=src, dst=src, sport=49999, dport=3785, payload=payload
+        src_mac=benchlib.mac(peer.ns.name, peer.ifname),
+        dst_mac=benchlib.mac(local.ns.name, local.ifname),
+        src=src,
+        dst=src,
+        sport=49999,
+        dport=3785,
+        payload=payload,
     )
 
 

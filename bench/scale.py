@@ -45,6 +45,7 @@ import synth_peer
 from benchlib import REPO
 
 from harness.engine import EngineProcess
+from harness.frr import Frr
 from harness.netns import PREFIX, Namespace, Topology, attach_xdp_pass, entered
 from harness.wait import wait_until
 
@@ -157,8 +158,7 @@ def prog_times(pid: int) -> dict[str, int]:
 
 
 def link_counts(ns: Namespace, ifname: str) -> dict[str, int]:
-    s = ns.link_stats(ifname)
-    return {k: int(s.get(k, 0)) for k in ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped")}
+    return benchlib.link_counts(ns.name, ifname)
 
 
 def udp_errors(ns: Namespace) -> dict[str, int]:
@@ -310,6 +310,11 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
         silent = sum(1 for k in b if k in a and b[k]["kernel_tx_packets"] == a[k]["kernel_tx_packets"])
         flaps = sum(b[k]["flaps"] - a[k]["flaps"] for k in b if k in a)
         dx = {k: prog1[k] - prog0[k] for k in prog0}
+        if not dx["xdp_cnt"]:
+            # No program fd in the engine's fdinfo (loaded and handed off): its own run stats.
+            x0, x1 = s0.get("xdp") or {}, s1.get("xdp") or {}
+            dx["xdp_cnt"] = int(x1.get("run_cnt") or 0) - int(x0.get("run_cnt") or 0)
+            dx["xdp_ns"] = int(x1.get("run_time_ns") or 0) - int(x0.get("run_time_ns") or 0)
         c0, c1 = s0["counters"], s1["counters"]
         out["steady"] = {
             "engine_cpu": engine_cpu,
@@ -417,6 +422,97 @@ def silence_check(eng: EngineProcess, peer: PeerProcess, n: int, interval_ms: in
     }
 
 
+def bfdd_conf(n: int, interval_ms: int) -> str:
+    """bfdd.conf with one single-hop peer per synthetic session, the engine's address as ours."""
+    lines = ["bfd"]
+    for i in range(n):
+        lines += [
+            f" peer {synth_peer.peer_address(i)} local-address {synth_peer.ENGINE_IP} interface veth-d",
+            f"  receive-interval {interval_ms}",
+            f"  transmit-interval {interval_ms}",
+            "  detect-multiplier 3",
+            " exit",
+        ]
+    return "\n".join([*lines, "exit", ""])
+
+
+def run_bfdd_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
+    """Stock FRR bfdd as the DUT with ``n`` sessions against the same synthetic peer: its CPU.
+
+    The curve the engine's is put beside. bfdd saturates a core well before the
+    engine notices anything, so bring-up is waited for (bounded) but not
+    required: the window is measured either way and the Up count says how far
+    bfdd got.
+    """
+    d, p, args = bed.d, bed.p, bed.args
+    out: dict[str, Any] = {"dut": "bfdd", "sessions": n, "interval_ms": interval_ms, "detect_mult": 3}
+    bringup_timeout = 20 + n / 4
+    peer = PeerProcess(
+        p,
+        [
+            "--ifname", "veth-p", "--src-mac", bed.p_mac, "--dst-mac", bed.d_mac,
+            "--count", str(n), "--interval-ms", str(interval_ms),
+            "--max-seconds", str(int(bringup_timeout + args.seconds + 120)),
+        ],
+    )  # fmt: skip
+    frr: Frr | None = None
+    t_rung = time.monotonic()
+    try:
+        out["peer_slots"] = peer.wait_ready(timeout=30)
+        frr = Frr(d, f"scale{n}")
+        frr.start(bfdd_conf(n, interval_ms))
+        t_start = time.monotonic()
+
+        def ups() -> int:
+            return sum(1 for x in frr.peers() if x.get("status") == "up")
+
+        def downs() -> int:
+            return sum(int(c.get("session-down", 0)) for c in frr.counters())
+
+        try:
+            wait_until(lambda: ups() == n and peer.latest().get("polls_open") == 0,
+                       timeout=bringup_timeout, interval=1.0, what=f"bfdd: {n} sessions Up")  # fmt: skip
+            out["all_up"] = True
+        except AssertionError:
+            out["all_up"] = False
+        out["bringup"] = {"after_s": round(time.monotonic() - t_start, 2), "up": ups()}
+        time.sleep(args.settle)
+        pid = frr.pid("bfdd")
+        assert pid is not None
+        down0, cpu0, ps0 = downs(), benchlib.proc_cpu(pid), peer.latest()
+        time.sleep(args.seconds)
+        cpu1, ps1 = benchlib.proc_cpu(pid), peer.latest()
+        up1, down1 = ups(), downs()
+        out["steady"] = {
+            "dut_cpu": benchlib.cpu_delta(cpu0, cpu1),
+            "sessions_up": up1,
+            "flaps": down1 - down0,
+            "peer": {
+                "flaps": ps1.get("flaps", 0) - ps0.get("flaps", 0),
+                "up": ps1.get("up"),
+                "late_slots": ps1.get("late_slots", 0) - ps0.get("late_slots", 0),
+                # A stalled peer loop (a busy machine) makes bfdd flap without bfdd being at fault.
+                "resyncs": ps1.get("resyncs", 0) - ps0.get("resyncs", 0),
+                "late_max_ms": max(
+                    (x.get("late_max_ms", 0) for x in peer.recent(int(args.seconds) + 1)), default=None
+                ),
+            },
+        }
+    finally:
+        if frr is not None:
+            frr.cleanup()
+        out["peer_final"] = peer.stop()
+    out["duration_s"] = round(time.monotonic() - t_rung, 1)
+    return out
+
+
+def parse_counts(text: str) -> list[int]:
+    counts = [int(x) for x in text.split(",") if x]
+    if not all(1 <= c <= 256 for c in counts):
+        raise ValueError("bfdd rungs: 1-256 sessions each")
+    return counts
+
+
 def parse_ladder(text: str) -> list[tuple[int, int]]:
     rungs = []
     for part in text.split(","):
@@ -442,9 +538,17 @@ def main() -> int:
         action="store_false",
         help="skip the mass-failure phase (every peer silent at once) after each rung",
     )
+    ap.add_argument(
+        "--bfdd-ladder",
+        default="",
+        metavar="COUNT,...",
+        help="also measure stock FRR bfdd as the DUT at these session counts (e.g. 1,8,32,64)",
+    )
+    ap.add_argument("--bfdd-interval-ms", type=int, default=10, help="bfdd rungs' interval (3xN ms)")
     args = ap.parse_args()
     try:
         rungs = parse_ladder(args.ladder)
+        bfdd_rungs = parse_counts(args.bfdd_ladder)
     except ValueError as e:
         ap.error(str(e))
     if not 1 <= args.seconds <= 600 or not 0 <= args.settle <= 60:
@@ -456,22 +560,27 @@ def main() -> int:
             "seconds": args.seconds,
             "settle": args.settle,
             "xdp_mode": args.xdp_mode,
+            "bfdd_ladder": bfdd_rungs,
+            "bfdd_interval_ms": args.bfdd_interval_ms,
         },
     )
     doc["cpu_target_pct_at_1024"] = CPU_TARGET_PCT
     doc["rungs"] = []
+    doc["bfdd_rungs"] = []
     t_all = time.monotonic()
     topo = Topology()
     try:
         with benchlib.bpf_stats_enabled() as old:
             doc["machine"]["bpf_stats_enabled_restored_to"] = old
             d, p = topo.namespace("d"), topo.namespace("p")
-            a, b = topo.veth(d, "veth-d", p, "veth-p")
-            bed = Bed(d, p, a.mac, b.mac, args, work)
+            topo.veth(d, "veth-d", p, "veth-p")
+            bed = Bed(d, p, benchlib.mac(d.name, "veth-d"), benchlib.mac(p.name, "veth-p"), args, work)
             if args.xdp_mode == "native":
                 attach_xdp_pass(p, "veth-p")
             t0 = time.monotonic()
-            setup_addresses(d, p, max(n for n, _ in rungs), bed.d_mac, bed.p_mac)
+            setup_addresses(
+                d, p, max(n for n, _ in rungs + [(c, 0) for c in bfdd_rungs]), bed.d_mac, bed.p_mac
+            )
             doc["address_setup_s"] = round(time.monotonic() - t0, 2)
             for n, ms in rungs:
                 print(f"-- {n} sessions at 3x{ms} ms", flush=True)
@@ -483,6 +592,13 @@ def main() -> int:
                 print(
                     f"   up {st.get('sessions_up')}/{n}, engine CPU {cpu} % (bring-up {up_s} s)", flush=True
                 )
+            for n in bfdd_rungs:
+                print(f"-- bfdd: {n} sessions at 3x{args.bfdd_interval_ms} ms", flush=True)
+                r = run_bfdd_rung(bed, n, args.bfdd_interval_ms)
+                doc["bfdd_rungs"].append(r)
+                st = r.get("steady", {})
+                cpu = st.get("dut_cpu", {}).get("cpu_pct_sched")
+                print(f"   up {st.get('sessions_up')}/{n}, bfdd CPU {cpu} %", flush=True)
     finally:
         topo.close()
         doc["duration_s"] = round(time.monotonic() - t_all, 1)
@@ -542,6 +658,19 @@ def main() -> int:
                 si.get("still_up_at_end"),
             ]
         )
+    if doc["bfdd_rungs"]:
+        bfdd_rows = [
+            [
+                r["sessions"],
+                f"3x{r['interval_ms']}",
+                f"{(r.get('steady') or {}).get('sessions_up')}/{r['sessions']}",
+                (r.get("steady") or {}).get("flaps"),
+                ((r.get("steady") or {}).get("dut_cpu") or {}).get("cpu_pct_sched"),
+            ]
+            for r in doc["bfdd_rungs"]
+        ]
+        print("\nstock bfdd as the DUT, same peer:")
+        print(benchlib.table(["sessions", "timers ms", "up", "flaps", "bfdd cpu% sched"], bfdd_rows))
     print("\noperator polls, bring-up drops, and every peer silent at once:")
     print(
         benchlib.table(

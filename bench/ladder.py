@@ -1,0 +1,578 @@
+"""The stress ladder and detection latency: every DUT backend against one FRR bfdd peer.
+
+Two namespaces joined by one veth pair: ``d`` (the device under test, veth-d,
+198.19.1.1) and ``p`` (the peer, veth-p, 198.19.1.2). The peer is stock FRR
+bfdd under a SCHED_DEADLINE reservation (2 ms every 10 ms, taken with ``chrt``)
+so that no stress level starves it: what is measured is the DUT. Every
+measurement window is captured with tcpdump on veth-p, so both directions are
+timestamped by the peer's kernel (softirq time, truthful even when every
+userspace process is starved).
+
+Backends (the DUT side, one at a time, alternated within each level):
+
+``bfdd``         stock FRR bfdd, software BFD
+``engine-sw``    ``xdp-bfd --sessions F`` (the engine as a complete software daemon)
+``engine-ktx``   ``xdp-bfd --sessions F --kernel-tx veth-d`` (the XDP fast path)
+``bfddp``        FRR bfdd ``--dplaneaddr ipv4:127.0.0.1:PORT`` driving
+                 ``xdp-bfd --dplane-connect ipv4:127.0.0.1:PORT --kernel-tx veth-d``
+
+Every loop and wait here is bounded, every process is registered for cleanup
+the moment it exists, and stress-ng runs in its own process group with its own
+``--timeout`` and is killed as a group on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import random
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import benchlib
+
+from harness.capture import Capture, WirePacket, flow, gap_stats
+from harness.engine import EngineProcess
+from harness.frr import Frr
+from harness.netns import Link, Namespace, Topology
+from harness.wait import WaitTimeout, wait_until
+
+INTERVAL_MS = 10
+DETECT_MULT = 3
+DPLANE_PORT = 50710
+ENGINE_RESERVATION = "1000/10000"
+PEER_RESERVATION = ("2000000", "10000000")  # runtime, period (ns): the peer stays out of the fight
+BACKENDS = ("bfdd", "engine-sw", "engine-ktx", "bfddp")
+
+# name -> (what it is, stress-ng arguments). Two workers each: one per vCPU of the reference machine.
+LEVELS: dict[str, tuple[str, list[str]]] = {
+    "L0": ("idle", []),
+    "L1": ("CPU hogs", ["--cpu", "2"]),
+    "L2": ("CPU + context-switch churn", ["--cpu", "2", "--switch", "2"]),
+    "L3": ("CPU + timer/hrtimer pressure", ["--cpu", "2", "--timer", "2", "--hrtimers", "2"]),
+    "L4": ("SCHED_FIFO-50 hogs", ["--cpu", "2", "--sched", "fifo", "--sched-prio", "50"]),
+    "L5": ("SCHED_FIFO-99 hogs", ["--cpu", "2", "--sched", "fifo", "--sched-prio", "99"]),
+}
+# Where the engine backends hold their SCHED_DEADLINE reservation, as a deployment would;
+# bfdd cannot reserve and runs at its default everywhere.
+RESERVED = {"L5", "soak"}
+SOAK_LEVELS = ("L1", "L2", "L3", "L4", "L5")
+
+
+def peer_block(peer: str, local: str, ifname: str, interval_ms: int) -> str:
+    """bfdd.conf text for one single-hop peer, so a restarted bfdd comes back with it."""
+    return (
+        f"bfd\n peer {peer} local-address {local} interface {ifname}\n"
+        f"  receive-interval {interval_ms}\n  transmit-interval {interval_ms}\n"
+        f"  detect-multiplier {DETECT_MULT}\n exit\nexit\n"
+    )
+
+
+# -- stress ---------------------------------------------------------------------
+
+
+class Stress:
+    """stress-ng in its own process group, bounded by its --timeout and by :meth:`close`."""
+
+    def __init__(self, args: list[str], seconds: float) -> None:
+        self.argv = ["stress-ng", *args, "--timeout", f"{max(1, round(seconds))}s", "--quiet"]
+        self.seconds = seconds
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+
+    def wait(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=self.seconds + 30)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        # The group is ours: stress-ng was started as its leader in a new session.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+
+def stress_window(level: str, seconds: float, live: list[Stress]) -> list[str]:
+    """Run ``level``'s stress for ``seconds`` (or stay idle); returns the commands run."""
+    if level == "soak":
+        part, cmds = seconds / len(SOAK_LEVELS), []
+        for lv in SOAK_LEVELS:
+            cmds += stress_window(lv, part, live)
+        return cmds
+    args = LEVELS[level][1]
+    if not args:
+        time.sleep(seconds)  # the idle window itself: nothing to wait for
+        return []
+    s = Stress(args, seconds)
+    live.append(s)
+    try:
+        s.wait()
+    finally:
+        live.remove(s)
+    return [" ".join(s.argv)]
+
+
+# -- the rig --------------------------------------------------------------------
+
+
+@dataclass
+class Rig:
+    topo: Topology
+    d: Namespace
+    p: Namespace
+    a: Link  # veth-d
+    b: Link  # veth-p
+    peer: Frr
+    work: Path
+    interval_ms: int
+    peer_sched: str
+    stresses: list[Stress] = field(default_factory=list)
+    frrs: list[Frr] = field(default_factory=list)
+    engines: list[EngineProcess] = field(default_factory=list)
+    _caps: int = 0
+
+    @property
+    def dut_ip(self) -> str:
+        return str(self.a.ip4)
+
+    @property
+    def peer_ip(self) -> str:
+        return str(self.b.ip4)
+
+    def peer_view(self) -> dict[str, Any]:
+        return self.peer.peer(self.dut_ip) or {}
+
+    def peer_downs(self) -> int:
+        c = next((c for c in self.peer.counters() if c.get("peer") == self.dut_ip), {})
+        return int(c.get("session-down", 0))
+
+    def peer_fast(self) -> bool:
+        """Up, with the fast timers agreed (the Poll that leaves the 1 s rate is done)."""
+        v = self.peer_view()
+        return v.get("status") == "up" and v.get("remote-transmit-interval") == self.interval_ms
+
+    def capture(self, tag: str) -> Capture:
+        self._caps += 1
+        return Capture(self.p, "veth-p", self.work / f"{self._caps:03d}-{tag}.pcap").start()
+
+    def close(self) -> None:
+        for s in list(self.stresses):
+            s.close()
+        for e in self.engines:
+            with contextlib.suppress(Exception):
+                e.cleanup()
+        for f in [*self.frrs, self.peer]:
+            with contextlib.suppress(Exception):
+                f.cleanup()
+        self.topo.close()
+
+
+def deadline_admitted(ns: Namespace) -> bool:
+    """Whether the peer's reservation is admitted right now (other runs may hold deadline bandwidth)."""
+    runtime, period = PEER_RESERVATION
+    argv = ["chrt", "-d", "-R", "--sched-runtime", runtime, "--sched-deadline", period]
+    out = ns.run([*argv, "--sched-period", period, "0", "true"], check=False)
+    return out.returncode == 0
+
+
+def make_rig(work: Path, interval_ms: int = INTERVAL_MS) -> Rig:
+    work.mkdir(parents=True, exist_ok=True)
+    topo = Topology()
+    try:
+        d, p = topo.namespace("d"), topo.namespace("p")
+        a, b = topo.veth(d, "veth-d", p, "veth-p")
+        # A bfdd dataplane client retrying a missing listener can connect to itself (docs/frr.md).
+        d.sysctl("net.ipv4.ip_local_reserved_ports", DPLANE_PORT)
+        runtime, period = PEER_RESERVATION
+        prefix: list[str] = []
+        sched = "default (deadline admission refused)"
+        if deadline_admitted(p):
+            prefix = ["chrt", "-d", "-R", "--sched-runtime", runtime, "--sched-deadline", period]
+            prefix += ["--sched-period", period, "0"]
+            sched = f"deadline {int(runtime) // 1000}/{int(period) // 1000} us"
+        peer = Frr(p, "peer", bfdd_prefix=prefix)
+        rig = Rig(topo, d, p, a, b, peer, work, interval_ms, sched)
+        peer.start(peer_block(str(a.ip4), str(b.ip4), "veth-p", interval_ms))
+        return rig
+    except BaseException:
+        topo.close()
+        raise
+
+
+# -- backends -------------------------------------------------------------------
+
+
+class Dut:
+    """One DUT backend: start it, tell when it is serving, read its own flap count, stop it."""
+
+    name = ""
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.engine: EngineProcess | None = None
+        self.bfdd: Frr | None = None
+
+    def start(self, reserve: bool) -> None:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def flaps(self) -> int | None:
+        raise NotImplementedError
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.engine is not None:
+            st = self.engine.stats(timeout=30)
+            out["engine_sched"] = st.get("sched")
+            out["engine_kernel_tx"] = st.get("kernel_tx")
+            out["engine_xdp_mode"] = (st.get("xdp") or {}).get("mode")
+        if self.bfdd is not None:
+            out["bfdd_pid"] = self.bfdd.pid("bfdd")
+        return out
+
+    def stop(self) -> None:
+        if self.bfdd is not None:
+            self.bfdd.cleanup()
+            self.bfdd = None
+        if self.engine is not None:
+            self.engine.cleanup()
+            self.engine = None
+
+    # helpers
+    def _engine(self, args: list[str], reserve: bool) -> EngineProcess:
+        if reserve:
+            args = [*args, "--sched-deadline", ENGINE_RESERVATION]
+        e = EngineProcess(self.rig.d, args, self.rig.work)
+        self.rig.engines.append(e)
+        self.engine = e.start()
+        return e
+
+    def _bfdd(self, args: list[str]) -> Frr:
+        f = Frr(self.rig.d, "dut", bfdd_args=args)
+        self.rig.frrs.append(f)
+        self.bfdd = f
+        f.start(peer_block(self.rig.peer_ip, self.rig.dut_ip, "veth-d", self.rig.interval_ms))
+        return f
+
+    def _bfdd_flaps(self) -> int | None:
+        assert self.bfdd is not None
+        c = next((c for c in self.bfdd.counters() if c.get("peer") == self.rig.peer_ip), None)
+        return None if c is None else int(c.get("session-down", 0))
+
+    def _bfdd_up(self) -> bool:
+        assert self.bfdd is not None
+        return (self.bfdd.peer(self.rig.peer_ip) or {}).get("status") == "up"
+
+    def _engine_session(self) -> dict[str, Any] | None:
+        assert self.engine is not None
+        st = self.engine.stats(timeout=30)
+        return next((s for s in st["sessions"] if s["peer"] == self.rig.peer_ip), None)
+
+
+class StockBfdd(Dut):
+    name = "bfdd"
+
+    def start(self, reserve: bool) -> None:
+        self._bfdd([])
+
+    def ready(self) -> bool:
+        return self._bfdd_up()
+
+    def flaps(self) -> int | None:
+        return self._bfdd_flaps()
+
+
+class EngineDut(Dut):
+    def __init__(self, rig: Rig, kernel_tx: bool) -> None:
+        super().__init__(rig)
+        self.kernel_tx = kernel_tx
+        self.name = "engine-ktx" if kernel_tx else "engine-sw"
+        self.sessions = rig.work / "sessions.yml"
+        self.sessions.write_text(
+            f"- {{local: {rig.dut_ip}, peer: {rig.peer_ip}, interface: veth-d, "
+            f"min_tx_ms: {rig.interval_ms}, min_rx_ms: {rig.interval_ms}, detect_mult: {DETECT_MULT}}}\n"
+        )
+
+    def start(self, reserve: bool) -> None:
+        args = ["--sessions", str(self.sessions)]
+        if self.kernel_tx:
+            args += ["--kernel-tx", "veth-d"]
+        self._engine(args, reserve).wait_log("bfd: serving", timeout=60)
+
+    def ready(self) -> bool:
+        s = self._engine_session()
+        return bool(s and s["state"] == "up" and (s.get("kernel_tx_active") or not self.kernel_tx))
+
+    def flaps(self) -> int | None:
+        s = self._engine_session()
+        return None if s is None else int(s["flaps"])
+
+
+class BfddpDut(Dut):
+    name = "bfddp"
+
+    def start(self, reserve: bool) -> None:
+        addr = f"ipv4:127.0.0.1:{DPLANE_PORT}"
+        # The operator's order: the engine first, then bfdd.
+        self._engine(["--dplane-connect", addr, "--kernel-tx", "veth-d"], reserve)
+        self._bfdd(["--dplaneaddr", addr])
+        assert self.engine is not None
+        self.engine.wait_log("dplane: bfdd connected", timeout=60)
+
+    def ready(self) -> bool:
+        s = self._engine_session()
+        return self._bfdd_up() and bool(s and s["state"] == "up" and s.get("kernel_tx_active"))
+
+    def flaps(self) -> int | None:
+        return self._bfdd_flaps()
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        s = self._engine_session()
+        out["engine_flaps"] = None if s is None else s["flaps"]
+        return out
+
+
+def make_dut(rig: Rig, name: str) -> Dut:
+    return {
+        "bfdd": lambda: StockBfdd(rig),
+        "engine-sw": lambda: EngineDut(rig, kernel_tx=False),
+        "engine-ktx": lambda: EngineDut(rig, kernel_tx=True),
+        "bfddp": lambda: BfddpDut(rig),
+    }[name]()
+
+
+def bring_up(rig: Rig, dut: Dut, reserve: bool, timeout: float = 45.0) -> float:
+    """Start ``dut`` and wait (bounded) until both ends are Up at the fast timers; seconds taken."""
+    t0 = time.monotonic()
+    dut.start(reserve)
+    wait_until(dut.ready, timeout=timeout, interval=0.2, what=f"{dut.name} Up")
+    wait_until(rig.peer_fast, timeout=timeout, interval=0.1, what=f"the peer Up at 3x{rig.interval_ms} ms")
+    return time.monotonic() - t0
+
+
+def take_down(rig: Rig, dut: Dut) -> None:
+    dut.stop()
+    # The next backend must meet a peer that has let this one go.
+    with contextlib.suppress(WaitTimeout):
+        wait_until(lambda: rig.peer_view().get("status") != "up", timeout=15, what="the peer Down")
+
+
+# -- wire figures -----------------------------------------------------------------
+
+
+def down_transitions(pkts: list[WirePacket]) -> int:
+    """Up -> not-Up transitions in one direction's packets: each one a Down the sender declared."""
+    flaps, prev = 0, None
+    for p in pkts:
+        if prev == "up" and p.state != "up":
+            flaps += 1
+        prev = p.state
+    return flaps
+
+
+def survival(gaps: list[float], points: int = 120, tail: int = 60) -> list[list[float]]:
+    """A compact survival curve [[gap_ms, P(gap > gap_ms)], ...]: the largest ``tail`` gaps exactly,
+    the rest at ``points`` log-spaced ranks (enough to plot, small enough to commit)."""
+    s = sorted(gaps)
+    n = len(s)
+    if not n:
+        return []
+    idx = {n - 1 - k for k in range(min(tail, n))}
+    for k in range(points):
+        # ranks from the bottom up to the tail, log-spaced in the survival probability
+        surv = 10 ** (-(k / max(1, points - 1)) * max(1.0, _log10(n)))
+        idx.add(max(0, min(n - 1, round(n * (1 - surv)))))
+    return [[round(s[i], 3), round((n - 1 - i) / n, 6)] for i in sorted(idx)]
+
+
+def _log10(x: float) -> float:
+    return math.log10(x) if x > 0 else 0.0
+
+
+def missing_slots(gaps: list[float], interval_ms: float) -> int:
+    """Packets never sent: every gap longer than 1.5 x interval counts round(gap / interval) - 1
+    slots (at least 1) in which the DUT should have transmitted and did not."""
+    return sum(max(1, round(g / interval_ms) - 1) for g in gaps if g > 1.5 * interval_ms)
+
+
+def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict[str, Any]:
+    ours_all = flow(pkts, src=rig.dut_ip, dst=rig.peer_ip)
+    theirs_all = flow(pkts, src=rig.peer_ip, dst=rig.dut_ip)
+    # The window is bracketed by the last packet before it and the first after it, so a DUT that
+    # was silent across an edge of the window still shows the whole gap.
+    before = [p for p in ours_all if p.ts < t0][-1:]
+    after = [p for p in ours_all if p.ts > t1][:1]
+    ours = before + [p for p in ours_all if t0 <= p.ts <= t1] + after
+    theirs = [p for p in theirs_all if t0 <= p.ts <= t1]
+    gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(ours)]
+    out: dict[str, Any] = {
+        "window_s": round(t1 - t0, 3),
+        "dut_packets": sum(1 for p in ours if t0 <= p.ts <= t1),
+        "peer_packets": len(theirs),
+        "nominal_dut_packets": round((t1 - t0) * 1000 / rig.interval_ms),
+        "dut_downs_wire": down_transitions(ours),
+        "peer_downs_wire": down_transitions(theirs),
+        "missing_slots": missing_slots(gaps, rig.interval_ms),
+        "gaps_over_1_5x": sum(1 for g in gaps if g > 1.5 * rig.interval_ms),
+    }
+    if len(gaps) >= 1:
+        g = gap_stats(gaps)
+        out["gap_ms"] = {
+            "n": g.n,
+            "p50": round(g.p50, 3),
+            "p99": round(g.p99, 3),
+            "p999": round(g.p999, 3),
+            "max": round(g.max, 3),
+        }
+        out["gap_survival"] = survival(gaps)
+    return out
+
+
+# -- one cell of the ladder ---------------------------------------------------------
+
+
+def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, Any]:
+    reserve = level in RESERVED
+    out: dict[str, Any] = {"backend": backend, "level": level, "seconds": seconds, "reserved": reserve}
+    dut = make_dut(rig, backend)
+    cap: Capture | None = None
+    try:
+        out["bring_up_s"] = round(bring_up(rig, dut, reserve), 2)
+        out["dut"] = dut.info()
+        peer0, dut0 = rig.peer_downs(), dut.flaps()
+        cap = rig.capture(f"{level}-{backend}")
+        t0 = time.time()
+        out["stress"] = stress_window(level, seconds, rig.stresses)
+        t1 = time.time()
+        time.sleep(0.05)  # the packet after the window, for the trailing gap
+        pkts = cap.stop()
+        cap = None
+        peer1, dut1 = rig.peer_downs(), dut.flaps()
+        out["peer_flaps"] = peer1 - peer0
+        out["dut_flaps"] = None if dut0 is None or dut1 is None else dut1 - dut0
+        out |= wire_figures(pkts, rig, t0, t1)
+        out["dut_after"] = dut.info()
+    except Exception as e:  # one broken cell must not cost the rest of the run
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        if cap is not None:
+            cap.stop()
+        take_down(rig, dut)
+    return out
+
+
+# -- detection latency ---------------------------------------------------------------
+
+
+def detection_time_ms(last_peer: WirePacket, last_ours: WirePacket | None) -> float:
+    """RFC 5880 §6.8.4: the peer's detect mult x max(our RequiredMinRx, its DesiredMinTx)."""
+    rx = last_ours.required_min_rx_us if last_ours is not None else 0
+    return last_peer.detect_mult * max(rx, last_peer.desired_min_tx_us) / 1000
+
+
+def one_kill(rig: Rig, cap: Capture, timeout: float) -> dict[str, Any]:
+    wait_until(rig.peer_fast, timeout=timeout, interval=0.1, what="the peer Up before the kill")
+    # A random phase against the peer's transmit timer, so the samples cover it.
+    time.sleep(random.uniform(0.2, 0.4))
+    t_kill = time.time()
+    rig.peer.kill("bfdd")  # SIGKILL: no AdminDown, the peer just falls silent
+
+    def our_down() -> WirePacket | None:
+        return next(
+            (
+                x
+                for x in flow(cap.snapshot(), src=rig.dut_ip, dst=rig.peer_ip)
+                if x.ts > t_kill - 0.05 and x.state == "down"
+            ),
+            None,
+        )
+
+    down = wait_until(our_down, timeout=timeout, interval=0.05, what="our Down on the wire")
+    pkts = cap.snapshot()
+    last_peer = [x for x in flow(pkts, src=rig.peer_ip, dst=rig.dut_ip) if x.ts < down.ts][-1]
+    last_ours = [x for x in flow(pkts, src=rig.dut_ip, dst=rig.peer_ip) if x.ts < last_peer.ts][-1:]
+    det = detection_time_ms(last_peer, last_ours[0] if last_ours else None)
+    latency = (down.ts - last_peer.ts) * 1e3
+    rig.peer.restart_bfdd()
+    return {
+        "latency_ms": round(latency, 3),
+        "detection_time_ms": det,
+        "overshoot_ms": round(latency - det, 3),
+        "down_diag": down.diag,
+        "kill_after_last_peer_ms": round((t_kill - last_peer.ts) * 1e3, 3),
+    }
+
+
+def run_detection(rig: Rig, backend: str, kills: int, level: str, budget_s: float) -> dict[str, Any]:
+    """``kills`` times: SIGKILL the peer's bfdd, time last peer packet -> our Down on the wire."""
+    reserve = level in RESERVED
+    out: dict[str, Any] = {"backend": backend, "level": level, "kills": kills, "samples": []}
+    dut = make_dut(rig, backend)
+    cap: Capture | None = None
+    stress: Stress | None = None
+    t_start = time.monotonic()
+    try:
+        out["bring_up_s"] = round(bring_up(rig, dut, reserve), 2)
+        cap = rig.capture(f"detect-{level}-{backend}")
+        if LEVELS[level][1]:
+            stress = Stress(LEVELS[level][1], budget_s)
+            rig.stresses.append(stress)
+            out["stress"] = " ".join(stress.argv)
+            time.sleep(1.0)  # let the hogs take the CPUs before the first kill
+        for _ in range(kills):
+            if time.monotonic() - t_start > budget_s:
+                out["stopped_early"] = "time budget spent"
+                break
+            left = budget_s - (time.monotonic() - t_start)
+            try:
+                out["samples"].append(one_kill(rig, cap, timeout=max(5.0, min(20.0, left))))
+            except (WaitTimeout, IndexError) as e:
+                out.setdefault("failed", []).append(f"{type(e).__name__}: {e}")
+                with contextlib.suppress(Exception):
+                    if not rig.peer.alive("bfdd"):
+                        rig.peer.restart_bfdd()
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        if stress is not None:
+            stress.close()
+            rig.stresses.remove(stress)
+        if cap is not None:
+            cap.stop()
+        take_down(rig, dut)
+    out["summary"] = summarize_detection(out["samples"])
+    out["duration_s"] = round(time.monotonic() - t_start, 1)
+    return out
+
+
+def summarize_detection(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not samples:
+        return None
+    out: dict[str, Any] = {"n": len(samples)}
+    for key in ("latency_ms", "overshoot_ms"):
+        v = sorted(s[key] for s in samples)
+        out[key] = {
+            "min": v[0],
+            "mean": round(sum(v) / len(v), 3),
+            "p99": benchlib.quantile(v, 0.99),
+            "max": v[-1],
+        }
+    return out
+
+
+def cleanup_leftovers() -> list[str]:
+    return benchlib.require_clean_netns(f"xbt-{os.getpid()}-")
