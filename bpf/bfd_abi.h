@@ -29,6 +29,7 @@
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
 #define BFD_EV_POLL 2         /* a Poll answered with Final in XDP; pkt holds it */
+#define BFD_EV_TX_STALE 3     /* an RX-clocked session sent nothing for 1.25 intervals: userspace sends one */
 
 /*
  * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in
@@ -39,6 +40,8 @@
 	X(XDP_PASS, xdp_pass)             \
 	X(ECHO_TX, echo_tx)               \
 	X(TX_EARLY, tx_early)             \
+	X(TX_KICK, tx_kick)               \
+	X(SPREAD, spread)                 \
 	X(EVENT_LOST, event_lost)         \
 	X(DROP_IP_OPTIONS, ip_options)    \
 	X(DROP_FRAGMENT, fragment)        \
@@ -105,6 +108,7 @@ struct bfd_state {
 	__u64 ktx_bytes;
 	__u64 echo_packets;
 	__u64 early_skips;
+	__u64 kick_ns;          /* when the sweep last asked userspace to send for this session */
 	__u32 expired_epoch;    /* == cfg.epoch once the sweep has reported this silence */
 	__u32 pad;
 #ifdef BFD_TEST_LAYOUT_CHANGE
@@ -117,8 +121,12 @@ struct bfd_gate {
 	__u64 heartbeat_ns;     /* last sign of life from the engine's loop */
 	__u64 deadman_ns;       /* 0: no dead-man gate */
 	__u32 nslots;           /* the sweep looks at slots [0, nslots) */
-	__u32 pad;
+	__u32 spread_cpus;      /* --spread-pass: non-BFD traffic goes to spread_cpu[0, n); 0: off */
+	__u64 sweep_ns;         /* the sweep runs the table at most this often (the engine scales it with nslots) */
 };
+
+/* --spread-pass: at most this many CPUs take non-BFD traffic (the cpumap's size). */
+#define BFD_SPREAD_MAX_CPUS 256
 
 struct bfd_event {
 	__u32 type;
@@ -143,6 +151,7 @@ struct bfd_event {
 #define BFD_OWNER_PID 0
 #define BFD_OWNER_STATE 1
 #define BFD_OWNER_BLOB_LEN 2
+#define BFD_OWNER_DONE_NS 3     /* CLOCK_MONOTONIC when the state was written (timing a handover) */
 #define BFD_OWNER_SLOTS 4
 #define BFD_OWNER_RUNNING 1
 #define BFD_OWNER_HANDED_OVER 2

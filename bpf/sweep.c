@@ -15,32 +15,52 @@
 /*
  * The verifier explores a bounded loop iteration by iteration and refuses more
  * than 8192 pending branches, so one program covers BFD_SWEEP_CHUNK slots.
- * BFD_MAX_SESSIONS / BFD_SWEEP_CHUNK copies of it, each for its own range,
- * run on every tick: the whole table is swept every period, and a copy whose
- * range holds no session returns at once.
+ * BFD_MAX_SESSIONS / BFD_SWEEP_CHUNK copies of it each sweep their own range
+ * and tail-call the next one while the table goes on.
  */
 #define BFD_SWEEP_CHUNK 512
+#define BFD_SWEEP_COPIES 8
 
-/* When each copy last ran: the programs fire on every CPU, but one sweep per period is enough. */
-BPF_ARRAY(sweep_last, __u64, 8);
+BPF_PROG_ARRAY(sweep_chain, BFD_SWEEP_COPIES);
+/* When the table was last swept: the tick fires on every CPU, one sweep per period is enough. */
+BPF_ARRAY(sweep_last, __u64, 1);
 
-static __always_inline int sweep_range(__u32 base)
+/*
+ * The fast path only ever answers. Two of them facing each other (engine to
+ * engine) have no transmit clock between them: once the rate limit skips one
+ * reply, neither side sends again. A session answered from XDP whose last
+ * transmission, by the kernel or on an earlier kick, is older than 1.25
+ * intervals (min_gap_ns is 0.75 of one) asks userspace for one packet. An FRR
+ * peer keeps its own clock and sends within one interval, so against it this
+ * stays all but quiet.
+ */
+static __always_inline void kick(__u32 k, struct bfd_cfg *c, struct bfd_state *s, __u64 now)
 {
-	__u32 zero = 0, copy = base / BFD_SWEEP_CHUNK;
+	__u64 sent = s->last_ktx_ns > s->kick_ns ? s->last_ktx_ns : s->kick_ns;
+
+	if (!sent)
+		sent = s->last_rx_ns;
+	if (now <= sent || now - sent <= c->min_gap_ns * 5 / 3)
+		return;
+	struct bfd_event ev = {};
+	if (emit(BFD_EV_TX_STALE, k, c, now, s->last_rx_ns, &ev) == 0) {
+		s->kick_ns = now;
+		count(BFD_C_TX_KICK);
+	}
+}
+
+static __always_inline void sweep_range(__u32 base)
+{
+	__u32 zero = 0;
 	struct bfd_gate *g = gate.lookup(&zero);
-	__u64 *ran = sweep_last.lookup(&copy);
 	__u64 now = bpf_ktime_get_ns();
 	__u32 n;
 
-	if (!g || !ran)
-		return 0;
+	if (!g)
+		return;
+	/* A wedged engine cannot send: no kicks while the dead-man gate is closed. */
+	int open = !g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns;
 	n = g->nslots;
-	if (base >= n)
-		return 0;
-	/* Another CPU swept this range less than 4 ms ago (a race costs one extra sweep). */
-	if (now - *ran < 4000000)
-		return 0;
-	*ran = now;
 	for (__u32 j = 0; j < BFD_SWEEP_CHUNK; j++) {
 		__u32 k = base + j;
 		struct bfd_cfg *c;
@@ -56,20 +76,59 @@ static __always_inline int sweep_range(__u32 base)
 		if (!(c->flags & BFD_CFG_DETECT))
 			continue;
 		last = s->last_rx_ns;
-		/* Two CPUs may both see it once; the engine ignores the second report. */
-		if (!last || s->expired_epoch == c->epoch || now <= last || now - last <= c->detect_ns)
+		if (!last || s->expired_epoch == c->epoch || now <= last)
 			continue;
+		if (now - last <= c->detect_ns) {
+			if ((c->flags & BFD_CFG_KTX) && open)
+				kick(k, c, s, now);
+			continue;
+		}
 		struct bfd_event ev = {};
+		/* Two CPUs may both see it once; the engine ignores the second report. */
 		/* Marked only once the engine can hear of it: a full ring is retried next tick. */
 		if (emit(BFD_EV_EXPIRED, k, c, now, last, &ev) == 0)
 			s->expired_epoch = c->epoch;
 	}
+}
+
+/*
+ * The tick: a periodic perf event on every CPU (an idle vCPU may skip ticks,
+ * so no single CPU is trusted with it). The first CPU past the period the
+ * engine set in the gate starts the chain; the others return at once, so a
+ * tick costs one map lookup until a sweep is due.
+ */
+int bfd_sweep(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct bfd_gate *g = gate.lookup(&zero);
+	__u64 *ran = sweep_last.lookup(&zero);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!g || !ran || !g->nslots)
+		return 0;
+	/* Early by up to an eighth: ticks on two CPUs never line up exactly. A race costs one extra sweep. */
+	if (now - *ran < g->sweep_ns - g->sweep_ns / 8)
+		return 0;
+	*ran = now;
+	sweep_chain.call(ctx, 0);
 	return 0;
 }
 
-/* The engine attaches bfd_sweep_0 .. bfd_sweep_<MAX/CHUNK - 1>. */
+/* One copy: its range, then the next copy while the table goes on (bcc: no map calls in macros). */
+static __always_inline int sweep_copy(struct bpf_perf_event_data *ctx, __u32 i)
+{
+	__u32 zero = 0;
+	struct bfd_gate *g;
+
+	sweep_range(i * BFD_SWEEP_CHUNK);
+	g = gate.lookup(&zero);
+	if (g && (i + 1) * BFD_SWEEP_CHUNK < g->nslots)
+		sweep_chain.call(ctx, i + 1);
+	return 0;
+}
+
 #define BFD_SWEEP(i) \
-	int bfd_sweep_##i(struct bpf_perf_event_data *ctx) { return sweep_range((i) * BFD_SWEEP_CHUNK); }
+	int bfd_sweep_##i(struct bpf_perf_event_data *ctx) { return sweep_copy(ctx, (i)); }
 BFD_SWEEP(0)
 BFD_SWEEP(1)
 BFD_SWEEP(2)

@@ -20,6 +20,16 @@
 
 #include "maps.h"
 
+/*
+ * --spread-pass: non-BFD frames go to the stack through a cpumap, picked by a
+ * hash of the flow, so the receiving CPU's softirq runs only this program and
+ * the stack's work is done by the cpumap threads of every CPU. Not pinned:
+ * each program has its own, filled by its engine before it attaches.
+ * spread_cpu maps 0..n-1 to CPU ids (online CPUs need not be contiguous).
+ */
+BPF_CPUMAP(spread_map, BFD_SPREAD_MAX_CPUS);
+BPF_ARRAY(spread_cpu, __u32, BFD_SPREAD_MAX_CPUS);
+
 #define ETH_P_8021Q_BE 0x0081   /* htons(0x8100) */
 #define ETH_P_IP_BE 0x0008
 #define ETH_P_IPV6_BE 0xDD86
@@ -112,6 +122,101 @@ static __always_inline __u64 sum16(const __u8 *p, int words)
 		if (i < words)
 			s += w[i];
 	return s;
+}
+
+/* A murmur3-style round and finaliser: cheap, and every input bit reaches the CPU choice. */
+static __always_inline __u32 mix(__u32 h, __u32 w)
+{
+	w *= 0xcc9e2d51;
+	w = (w << 15) | (w >> 17);
+	w *= 0x1b873593;
+	h ^= w;
+	h = (h << 13) | (h >> 19);
+	return h * 5 + 0xe6546b64;
+}
+
+static __always_inline __u32 fmix(__u32 h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/*
+ * Pass a non-BFD frame, through the cpumap when --spread-pass is on: one flow
+ * always lands on one CPU (no reordering), flows spread over all of them.
+ * Addresses, protocol and, for unfragmented TCP/UDP, the ports are hashed;
+ * anything that is not IP stays on this CPU. A missing cpumap entry makes
+ * the redirect return XDP_PASS (its flags' fallback), never a drop.
+ */
+static __always_inline int pass_other(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 zero = 0, off = sizeof(*eth), h = 0x2545f491;
+	struct bfd_gate *g = gate.lookup(&zero);
+	__u16 proto;
+	__u8 l4proto;
+	__u32 *ports = NULL;
+
+	if (!g || !g->spread_cpus)
+		goto pass;
+	if ((void *)(eth + 1) > end)
+		goto pass;
+	proto = eth->h_proto;
+	if (proto == ETH_P_8021Q_BE) {
+		__u16 *inner = data + off + 2;
+
+		if ((void *)(inner + 1) > end)
+			goto pass;
+		proto = *inner;
+		off += 4;
+	}
+	if (proto == ETH_P_IP_BE) {
+		struct iphdr *ip = data + off;
+		__u32 ihl;
+
+		if ((void *)(ip + 1) > end)
+			goto pass;
+		l4proto = ip->protocol;
+		h = mix(mix(mix(h, ip->saddr), ip->daddr), l4proto);
+		ihl = (ip->ihl & 0xf) * 4;
+		if (!(ip->frag_off & bpf_htons(0x3fff)) && ihl >= sizeof(*ip))
+			ports = data + off + bounded(ihl, 0x3c);
+	} else if (proto == ETH_P_IPV6_BE) {
+		struct ipv6hdr *ip6 = data + off;
+		const __u32 *a;
+
+		if ((void *)(ip6 + 1) > end)
+			goto pass;
+		a = (const __u32 *)&ip6->saddr;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			h = mix(h, a[i]);  /* saddr then daddr: adjacent in the header */
+		l4proto = ip6->nexthdr;
+		h = mix(h, l4proto);
+		ports = (void *)(ip6 + 1);
+	} else {
+		goto pass;
+	}
+	if (ports && (l4proto == IPPROTO_UDP || l4proto == IPPROTO_TCP) && (void *)(ports + 1) <= end)
+		h = mix(h, *ports);
+	__u32 k = ((__u64)fmix(h) * g->spread_cpus) >> 32;
+	__u32 *cpu = spread_cpu.lookup(&k);
+	if (!cpu)
+		goto pass;
+	int act = spread_map.redirect_map(*cpu, XDP_PASS);
+	if (act == XDP_REDIRECT) {
+		count(BFD_C_SPREAD);
+		return act;
+	}
+pass:
+	/* Not counted: xdp_pass counts BFD packets handed to the engine. */
+	return XDP_PASS;
 }
 
 /*
@@ -390,7 +495,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	int r = parse(ctx, &p);
 
 	if (r == 0)
-		return XDP_PASS;
+		return pass_other(ctx);
 	if (r < 0)
 		return drop(-r);
 	if (p.dport == BFD_PORT_ECHO)
@@ -477,8 +582,12 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	int steady = in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] && in[3] == ex[3] && in[4] == ex[4] &&
 		     in[5] == ex[5];
 	if (steady) {
-		/* RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply is skipped. */
-		if (now - st->last_ktx_ns < c->min_gap_ns) {
+		/*
+		 * RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply is
+		 * skipped. A packet userspace sent on the sweep's request counts too.
+		 */
+		__u64 sent = st->last_ktx_ns > st->kick_ns ? st->last_ktx_ns : st->kick_ns;
+		if (now - sent < c->min_gap_ns) {
 			__sync_fetch_and_add(&st->early_skips, 1);
 			count(BFD_C_TX_EARLY);
 			return XDP_DROP;

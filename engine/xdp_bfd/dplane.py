@@ -44,8 +44,10 @@ import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import fdpass
 from .clock import now_us
 from .engine import EngineError
 from .session import SessionConfig
@@ -414,14 +416,19 @@ class Dataplane:
         engine.state_listeners.append(self._on_state_change)
         engine.stats_sections["dplane"] = self.stats
         engine.handover_sections["dplane"] = self.handover_doc
+        engine.departures.append(self.pass_to_successor)
 
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
+        parcel, self.engine.inherited_dplane = self.engine.inherited_dplane, None
+        if parcel is not None:
+            self._resume(parcel, now_us())
         self._adopt(now_us())
         if self.mode == "listen":
-            self._listen()
-        else:
+            if self.listener is None:
+                self._listen()
+        elif self.conn is None:
             self._try_connect(now_us())
 
     def close(self) -> None:
@@ -446,9 +453,144 @@ class Dataplane:
                 "min_echo_tx_us": rec.min_echo_tx_us,
                 "cbit": rec.cbit,
                 "held_until_us": rec.held_until_us,
+                # For a successor that resumes this very connection: bfdd's id,
+                # and the state bfdd last heard (it hears nothing from the gap).
+                "lid": rec.lid,
+                "reported": rec.reported,
+                "state": int(entry.session.state) if (entry := self.engine.sessions.get(rec.discr)) else None,
             }
             for rec in self.registry.by_discr.values()
         }
+
+    # -- --pin: the connection changes hands (fdpass.py) ---------------------------------
+
+    def pass_to_successor(self, root: Path) -> None:
+        """Old engine, state written, about to exit: give the successor our bfddp sockets.
+
+        Called from the loop between two events, so every whole message read
+        so far has been handled: what the reader holds is part of one frame.
+        Nothing here touches the sockets after the send; we exit next.
+        """
+        conn = self.conn if self.conn is not None and self.conn.open and not self.conn.failed else None
+        socks = {}
+        if conn is not None:
+            socks["conn"] = conn.sock
+        if self.listener is not None:
+            socks["listener"] = self.listener
+        if not socks:
+            return  # connect mode between connections: the successor connects itself
+        header = {
+            "pid": os.getpid(),
+            "mode": self.mode,
+            "address": self.addr.display,
+            "lids": sorted(self.registry.by_lid),
+            "proven": conn.proven if conn else False,
+            "barrier": conn.barrier if conn else None,
+            "last_dp_time": self._last_dp_time,
+            "connections": self.connections,
+        }
+        pending_in = conn.reader.pending() if conn else b""
+        pending_out = bytes(conn.out) if conn else b""
+        try:
+            pid = fdpass.send(root, header, pending_in, pending_out, socks)
+        except Exception as e:  # whatever it is, the handover itself must go on
+            log.warning("dplane: cannot pass the bfddp connection to the successor: %s; "
+                        "bfdd will see it close and reconnect", e)  # fmt: skip
+            return
+        log.info(
+            "dplane: passed the bfddp %s to engine %d (%d bytes unread, %d unsent)",
+            " and ".join("connection" if n == "conn" else "listening socket" for n in socks),
+            pid,
+            len(pending_in),
+            len(pending_out),
+        )
+
+    def _resume(self, parcel: fdpass.Parcel, now_us: int) -> None:
+        """Successor: carry on the old engine's bfddp stream, or close it (bfdd reconnects)."""
+        h = parcel.header
+        why = self._cannot_resume(h)
+        if why:
+            log.warning("dplane: not resuming the handed-over bfddp connection (%s); "
+                        "bfdd will see it close and reconnect", why)  # fmt: skip
+            parcel.close()
+            return
+        docs = self.engine.adopted_dplane
+        bound = []
+        for discr, doc in list(docs.items()):
+            entry = self.engine.sessions.get(discr)
+            lid = doc.get("lid")
+            if entry is None or (lid is None and doc.get("held_until_us") is None):
+                continue
+            del docs[discr]
+            rec = DpSession(
+                discr, entry.session.config, min_echo_tx_us=doc["min_echo_tx_us"], cbit=doc["cbit"]
+            )
+            if lid is None:
+                # Held by the old engine for a bfdd that had reconnected: same deadline.
+                self.registry.hold(rec, doc["held_until_us"])
+                self.engine.call_at(doc["held_until_us"], self._hold_expired)
+                continue
+            self.registry.add(rec, lid)
+            rec.reported = bool(doc.get("reported"))
+            bound.append((rec, entry, doc.get("state")))
+        listener = parcel.sockets.get("listener")
+        if listener is not None:
+            listener.setblocking(False)
+            if self.addr.kind == "unix":
+                self._unix_path_made = self.addr.host
+            self.listener = listener
+            self.engine.add_reader(listener, self._on_accept)
+            log.info("dplane: listening on %s (bfdd: %s), socket handed over by engine %d",
+                     self.addr.display, self.addr.bfdd_client_form(), h["pid"])  # fmt: skip
+        self.connections = int(h.get("connections") or 0)
+        self._last_dp_time = max(self._last_dp_time, int(h.get("last_dp_time") or 0))
+        sock = parcel.sockets.get("conn")
+        if sock is None:
+            return
+        sock.setblocking(False)
+        conn = Connection(self, sock, now_us)
+        conn.proven = bool(h.get("proven"))
+        conn.barrier = h.get("barrier")
+        conn.out += parcel.pending_out
+        self.conn = conn
+        log.info(
+            "dplane: bfdd connected (handed over by engine %d: %d sessions, %d bytes unread, %d unsent)",
+            h["pid"],
+            len(bound),
+            len(parcel.pending_in),
+            len(parcel.pending_out),
+        )
+        self.engine.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
+        # bfdd heard nothing of what changed while no engine ran: tell it now.
+        for rec, entry, told in bound:
+            if entry.session.state != told:
+                rec.reported = True
+                conn.send(state_change(rec.lid, entry.session, entry.session.state))
+        conn.flush()
+        if parcel.pending_in:
+            try:
+                msgs = conn.reader.feed(parcel.pending_in)
+            except CodecError as e:
+                self.drop(conn, f"framing error: {e}", now_us)
+                return
+            for m in msgs:
+                self.handle(conn, m, now_us)
+
+    def _cannot_resume(self, h: dict[str, Any]) -> str:
+        """Why the successor may not carry on the old stream ('' when it may)."""
+        if (h.get("mode"), h.get("address")) != (self.mode, self.addr.display):
+            return f"it was {h.get('mode')} {h.get('address')}, we are {self.mode} {self.addr.display}"
+        lids = set(h.get("lids") or ())
+        adopted = {
+            doc.get("lid")
+            for discr, doc in self.engine.adopted_dplane.items()
+            if discr in self.engine.sessions
+        }
+        missing = lids - adopted
+        if missing:
+            # bfdd would believe us to run sessions we do not have (state not adopted).
+            return f"{len(missing)} of bfdd's {len(lids)} sessions were not adopted"
+        return ""
 
     def _adopt(self, now_us: int) -> None:
         # bfdd lost its connection with the engine we replaced; like a bfdd

@@ -11,6 +11,7 @@ import argparse
 import bisect
 import contextlib
 import heapq
+import itertools
 import logging
 import os
 import random
@@ -102,6 +103,7 @@ class Entry:
     kcfg: dict[str, Any] | None = None
     last_detection_us: int | None = None  # silence the kernel measured at its last expiry report
     last_detection_overshoot_us: int | None = None  # ... less the detection time then in force
+    tx_kicks: int = 0  # packets sent because the sweep saw our RX-clocked replies stop
 
 
 class Engine:
@@ -123,6 +125,10 @@ class Engine:
         # successor adopted for them (the dataplane's bfdd bookkeeping, by discriminator).
         self.handover_sections: dict[str, Callable[[], Any]] = {}
         self.adopted_dplane: dict[int, dict[str, Any]] = {}
+        # Run with the pin directory once the state is written, just before the
+        # exit; and what the old engine passed us (the bfddp sockets, fdpass.py).
+        self.departures: list[Callable[[Path], None]] = []
+        self.inherited_dplane: Any = None
         self.offload: Offload | None = None
         # True once the XDP echo reflector is attached: only then may we invite
         # a peer's echo (Required Min Echo RX > 0).
@@ -138,6 +144,8 @@ class Engine:
         self._wake_r, self._wake_w = socket.socketpair()
         self.notifier = Notifier()
         self.handed_over_from: int | None = None
+        # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on: logged once serving.
+        self.takeover_marks: list[tuple[str, int]] = []
 
     # -- setup -----------------------------------------------------------------
 
@@ -176,6 +184,11 @@ class Engine:
         """Call ``callback(now_us)`` once, at or after ``deadline_us`` (monotonic µs)."""
         self._call_seq += 1
         heapq.heappush(self.calls, (deadline_us, self._call_seq, callback))
+
+    def mark(self, phase: str) -> None:
+        """Time a phase of a takeover (nothing outside one)."""
+        if self.takeover_marks:
+            self.takeover_marks.append((phase, time.monotonic_ns()))
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         # Handlers only record; the loop acts, so no handler races a half-done update.
@@ -531,7 +544,7 @@ def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]
 
 def start_fast_path(engine: Engine, args: argparse.Namespace) -> dict[str, Any] | None:
     """Compile, (with --pin) take over from a running engine, attach; returns handed-over state."""
-    from . import handover  # noqa: PLC0415
+    from . import fdpass, handover  # noqa: PLC0415
     from .kernel import FastPath, KernelError, PinPaths, abi_constants, bpf_dir, layout_cflags, layout_id  # noqa: PLC0415
 
     log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
@@ -553,18 +566,31 @@ def start_fast_path(engine: Engine, args: argparse.Namespace) -> dict[str, Any] 
         if plan is not None and plan.kind in ("takeover", "replace"):
             # systemd must see its main process change before the old one exits.
             engine.notifier.main_pid()
-            gone_ms = handover.request(plan.pid)
-            log.info("pin: engine %d handed over and was gone %.1f ms after the request", plan.pid, gone_ms)
+            assert pin is not None
+            inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
+            gone = handover.request(plan.pid, pin.root, consts)
+            engine.inherited_dplane = fdpass.collect(inbox, plan.pid)
+            log.info("pin: engine %d handed over and %s", plan.pid, gone)
             engine.handed_over_from = plan.pid
+            engine.takeover_marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
         if plan is not None and plan.kind in ("takeover", "adopt"):
             state = handover.load(fp)
             if state is None:
                 fp.reset_tables()
+            engine.mark("state read")
         if pin is not None:
             handover.finish(pin.root, pin.layout)
+        if args.spread_pass:
+            # Before the attach: the program must find its cpumap filled.
+            try:
+                n = fp.enable_spread()
+                log.info("kernel-tx: spread-pass: non-BFD traffic spread over %d CPUs by flow hash", n)
+            except KernelError as e:
+                log.warning("kernel-tx: spread-pass unavailable (%s); non-BFD traffic stays on the RX CPU", e)
         for ifname in args.kernel_tx:
             fp.attach(ifname, args.xdp_mode, replace=plan is not None and plan.kind != "fresh")
         fp.start_sweep()
+        engine.mark("attached")
         if pin is not None:
             fp.set_owner(os.getpid(), fp.consts["BFD_OWNER_RUNNING"], 0)
     except (KernelError, handover.HandoverError) as e:
@@ -590,11 +616,13 @@ def run(args: argparse.Namespace) -> int:
             from .handover import restore  # noqa: PLC0415
 
             restore(engine, state)
+            engine.mark("sessions restored")
             # The arguments may have changed with the upgrade: the file and the
             # command line say what runs now; adopted sessions they no longer
             # name leave with AdminDown.
             for origin in ("cli", "file"):
                 engine.apply_session_list([c for c, o in sessions if o == origin], origin)
+            engine.mark("arguments applied")
         for cfg, origin in sessions if state is None else ():
             if cfg.key() in engine.by_key:
                 raise EngineError(f"session {cfg.local} -> {cfg.peer} given twice")
@@ -624,6 +652,15 @@ def run(args: argparse.Namespace) -> int:
         # throttling), and nothing forks from here on.
         reserve_scheduling(args.sched_deadline)
         engine.notifier.ready(takeover=engine.handed_over_from is not None)
+        engine.mark("ready")
+        if engine.takeover_marks:
+            marks = engine.takeover_marks
+            log.info(
+                "pin: serving again %.1f ms after the request at %.6f (%s)",
+                (marks[-1][1] - marks[0][1]) / 1e6,
+                marks[0][1] / 1e9,
+                ", ".join(f"{b[0]} +{(b[1] - a[1]) / 1e6:.1f}" for a, b in itertools.pairwise(marks)),
+            )
         engine.loop()
     finally:
         engine.shutdown()

@@ -121,6 +121,8 @@ def read_owner(root: Path, consts: dict[str, int]) -> dict[str, int] | None:
         "pid": values[consts["BFD_OWNER_PID"]],
         "state": values[consts["BFD_OWNER_STATE"]],
         "blob_len": values[consts["BFD_OWNER_BLOB_LEN"]],
+        # 0 from a build that did not record it.
+        "done_ns": values[consts["BFD_OWNER_DONE_NS"]] if consts.get("BFD_OWNER_DONE_NS") else 0,
     }
 
 
@@ -186,12 +188,27 @@ def prepare(root: Path, layout: str, p: Plan) -> None:
         log.warning("pin: discarding the pinned state in %s (%s); starting fresh", root, p.why)
 
 
-def request(pid: int) -> float:
-    """SIGUSR2 to the running engine; returns ms until it was gone (raises HandoverError)."""
+@dataclass(frozen=True)
+class Departure:
+    """How long the old engine took to leave: all of it, and its own part when it recorded one."""
+
+    gone_ms: float
+    own_ms: float | None = None  # request -> state written (the old engine's work)
+    request_ns: int = 0  # CLOCK_MONOTONIC of the request, to time the rest of the takeover
+
+    def __str__(self) -> str:
+        text = f"was gone {self.gone_ms:.1f} ms after the request"
+        if self.own_ms is not None:
+            text += f" (own part {self.own_ms:.1f} ms, exit {self.gone_ms - self.own_ms:.1f} ms)"
+        return text
+
+
+def request(pid: int, root: Path, consts: dict[str, int]) -> Departure:
+    """SIGUSR2 to the running engine; returns when it was gone (raises HandoverError)."""
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return 0.0
+        return Departure(0.0, request_ns=time.monotonic_ns())
     try:
         t0 = time.monotonic_ns()
         os.kill(pid, signal.SIGUSR2)
@@ -199,9 +216,14 @@ def request(pid: int) -> float:
         poller.register(pidfd, select.POLLIN)
         if not poller.poll(HANDOVER_TIMEOUT_S * 1000):
             raise HandoverError(f"pin: engine {pid} did not hand over within {HANDOVER_TIMEOUT_S:.0f} s")
-        return (time.monotonic_ns() - t0) / 1e6
+        t1 = time.monotonic_ns()
     finally:
         os.close(pidfd)
+    done = 0
+    with contextlib.suppress(OSError):
+        owner = read_owner(root, consts)
+        done = owner["done_ns"] if owner else 0
+    return Departure((t1 - t0) / 1e6, (done - t0) / 1e6 if t0 <= done <= t1 else None, t0)
 
 
 def finish(root: Path, layout: str) -> None:
@@ -282,7 +304,9 @@ def hand_over(engine: Engine) -> None:
         log.error("pin: cannot hand over: %s; still serving", e)
         return
     c = off.fp.consts
-    off.fp.set_owner(os.getpid(), c["BFD_OWNER_HANDED_OVER"], len(blob))
+    for depart in engine.departures:
+        depart(off.fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
+    off.fp.set_owner(os.getpid(), c["BFD_OWNER_HANDED_OVER"], len(blob), done_ns=time.monotonic_ns())
     log.info(
         "pin: handed over %d sessions (%d bytes of state) in %.1f ms; exiting 75",
         len(engine.sessions),

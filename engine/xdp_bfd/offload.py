@@ -182,11 +182,26 @@ class Offload:
             entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
             entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
             log.info(
-                "kernel-tx: detection expired for discriminator %d after %dus of silence",
+                # The monotonic time of the last packet lets an operator line
+                # a mass expiry up with other events (a takeover's phases).
+                "kernel-tx: detection expired for discriminator %d after %dus of silence"
+                " (last packet at %.6f)",
                 entry.session.local_discr,
                 entry.last_detection_us,
+                ev.last_rx_ns / 1e9,
             )
             entry.session.detection_expired(now)
+        elif ev.type == self.c["BFD_EV_TX_STALE"]:
+            # The peer stopped clocking our replies (another fast path faces
+            # us): send the periodic packet once; its answer restarts the exchange.
+            s = entry.session
+            if s.state == State.UP and entry.kcfg and entry.kcfg["flags"] & self.c["BFD_CFG_KTX"]:
+                pkt = encode_control(s.current_packet())
+                if entry.tx.send(pkt):
+                    entry.user_tx_packets += 1
+                    entry.user_tx_bytes += len(pkt)
+                    entry.tx_kicks += 1
+            return
         elif ev.type == self.c["BFD_EV_POLL"]:
             raw = bytes(ev.pkt)
             try:
@@ -209,6 +224,7 @@ class Offload:
             prev = out.get("last_rx_age_us")
             out["last_rx_age_us"] = age if prev is None else min(prev, age)
         out["echo_reflected"] = int(st.echo_packets)
+        out["tx_kicks"] = entry.tx_kicks
         out["last_detection_us"] = entry.last_detection_us
         out["last_detection_overshoot_us"] = entry.last_detection_overshoot_us
         out["offloaded"] = entry.offloaded
@@ -230,12 +246,15 @@ class Offload:
             "run_cnt": cnt,
             "run_time_ns": ns,
             "ns_per_packet": round(ns / cnt, 1) if cnt else None,
+            "spread_cpus": self.fp.spread_cpus,  # 0: --spread-pass off (or unavailable)
         }
         counters = doc["counters"]
         counters["xdp_tx"] = totals.pop("xdp_tx", 0)
         counters["xdp_pass"] = totals.pop("xdp_pass", 0)
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["tx_early"] = totals.pop("tx_early", 0)
+        counters["spread"] = totals.pop("spread", 0)
+        counters["tx_kick"] = totals.pop("tx_kick", 0)
         # Kernel drops also on their own, so "died in XDP" stays provable.
         counters["xdp_drop"] = dict(totals)
         drops = counters["drop"]

@@ -202,6 +202,8 @@ class FakeEngine:
     stats_sections: dict = field(default_factory=dict)
     handover_sections: dict = field(default_factory=dict)
     adopted_dplane: dict = field(default_factory=dict)
+    departures: list = field(default_factory=list)
+    inherited_dplane: Any = None
     calls: list = field(default_factory=list)
     removed: list[tuple[int, bool]] = field(default_factory=list)
     updates: list[tuple[int, SessionConfig]] = field(default_factory=list)

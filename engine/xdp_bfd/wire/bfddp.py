@@ -321,6 +321,10 @@ class FrameReader:
         """Bytes held back waiting for the rest of a frame."""
         return len(self._buf)
 
+    def pending(self) -> bytes:
+        """The bytes held back, for a process that resumes the stream (``--pin``)."""
+        return bytes(self._buf)
+
     def feed(self, data: bytes) -> list[Message]:
         if self._error is not None:
             raise CodecError(self._error.reason, self._error.detail)

@@ -1,0 +1,212 @@
+"""The engine's loop under SCHED_FIFO-99 CPU hogs: a deadline reservation holds, FIFO 60 alone does not.
+
+Userspace still has work with --kernel-tx: sessions whose timers the fast
+path cannot clock off the peer (asymmetric: our RequiredMinRx above our
+interval, so our periodic TX is the loop's), and the dead-man heartbeat every
+offloaded session depends on (the gate closes after --deadman-us without it).
+``stress-ng --cpu 2 --sched fifo --sched-prio 99`` runs above every FIFO
+priority an operator would give the engine; only SCHED_DEADLINE runs ahead of
+it. Run A: ``chrt -f 60`` plus ``--sched-deadline 1000/10000``; run B: ``chrt
+-f 60`` alone; same peer, same stress, alternating.
+
+The peer is real FRR 8.4.4 bfdd under its own deadline reservation (as in
+test_fastpath_stress.py), so the peer is not what flaps. Flaps are counted on
+the wire (capture on the peer's side, kernel timestamps) and by bfdd's own
+counters. ``XDP_BFD_STRESS_S`` (default 30) and ``XDP_BFD_STRESS_ROUNDS``
+(default 1: A then B) are for local iteration.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_fastpath_stress import DEADLINE, _peer_flaps
+
+from harness.capture import flow, gap_stats, gaps_ms
+from harness.frr import bfd_peer_block
+from harness.wait import wait_until
+
+STRESS_S = int(os.environ.get("XDP_BFD_STRESS_S", "30"))
+ROUNDS = int(os.environ.get("XDP_BFD_STRESS_ROUNDS", "1"))
+RESERVATION = "1000/10000"  # 1 ms per 10 ms: the seed held at 0.2 ms, so 5x headroom
+INTERVAL_MS = 10
+# Offloaded sessions the kernel answers (alive only while the heartbeat is),
+# and sessions with asymmetric timers whose every packet userspace sends.
+KTX = [(f"198.19.201.{i + 1}", f"198.19.201.{i + 101}") for i in range(2)]
+USER = [(f"198.19.201.{i + 11}", f"198.19.201.{i + 111}") for i in range(2)]
+
+
+def _policy(pid: int) -> tuple[int, int]:
+    text = Path(f"/proc/{pid}/sched").read_text()
+    policy = int(re.search(r"^policy\s*:\s*(\d+)", text, re.M).group(1))
+    prio = int(re.search(r"^prio\s*:\s*(-?\d+)", text, re.M).group(1))
+    return policy, prio
+
+
+def _hog_policies(pid: int) -> list[tuple[int, int]]:
+    """(policy, prio) of stress-ng's workers: the stress must really run at FIFO 99."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    found = []
+    for child in out.stdout.split():
+        try:
+            found.append(_policy(int(child)))
+        except (OSError, AttributeError):
+            continue
+    return found
+
+
+def _stress() -> subprocess.Popen:
+    # Bounded by its own timeout; the caller also kills it on the way out.
+    return subprocess.Popen(
+        ["stress-ng", "--cpu", "2", "--sched", "fifo", "--sched-prio", "99",
+         "--timeout", f"{STRESS_S}s", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def lab(topo, frr_factory, tmp_path):
+    d, p = topo.namespace("d"), topo.namespace("p")
+    topo.veth(d, "veth-d", p, "veth-p")
+    lines, block = [], []
+    for ours, theirs in KTX + USER:
+        d.run(["ip", "addr", "add", f"{ours}/24", "dev", "veth-d"])
+        p.run(["ip", "addr", "add", f"{theirs}/24", "dev", "veth-p"])
+        # Asymmetric: asking the peer for 2x our interval makes our TX userspace's (RFC 5880 §6.8.7).
+        min_rx = INTERVAL_MS * 2 if (ours, theirs) in USER else INTERVAL_MS
+        lines.append(
+            f"- {{local: {ours}, peer: {theirs}, interface: veth-d, "
+            f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {min_rx}}}\n"
+        )
+        block += bfd_peer_block(ours, local=theirs, interface="veth-p", rx_ms=INTERVAL_MS, tx_ms=INTERVAL_MS)
+    sessions = tmp_path / "sessions.yml"
+    sessions.write_text("".join(lines))
+    frr = frr_factory(p, "p", bfdd_prefix=DEADLINE).start()
+    frr.configure(*block)
+    return d, p, frr, sessions
+
+
+def _frr_up(frr) -> bool:
+    peers = {x.get("peer"): x.get("status") for x in frr.peers()}
+    return all(peers.get(ours) == "up" for ours, _ in KTX + USER)
+
+
+def _downs(frr) -> dict[str, int]:
+    return {c["peer"]: c["session-down"] for c in frr.counters()}
+
+
+def _ready(eng) -> bool:
+    by_peer = {s["peer"]: s for s in eng.stats()["sessions"]}
+    return all(by_peer[t]["state"] == "up" and by_peer[t]["kernel_tx_active"] for _, t in KTX) and all(
+        by_peer[t]["state"] == "up" and not by_peer[t]["kernel_tx_active"] for _, t in USER
+    )
+
+
+def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
+    d, p, frr, sessions = lab
+    args = ["--sessions", str(sessions), "--kernel-tx", "veth-d"]
+    if name == "A":
+        args += ["--sched-deadline", RESERVATION]
+    eng = engine_factory(d, args, prefix=["chrt", "-f", "60"])
+    wait_until(lambda: _frr_up(frr), timeout=30, what=f"run {name}: sessions up at FRR")
+    wait_until(lambda: _ready(eng), timeout=15, what=f"run {name}: kernel TX on/off as planned")
+    policy, _prio = _policy(eng.pid)
+    sched = eng.stats()["sched"]
+    if name == "A":
+        assert policy == 6 and sched == f"deadline {RESERVATION}", (policy, sched, eng.log())
+    else:
+        assert policy == 1 and sched == "fifo 60", (policy, sched)
+    before = eng.stats()
+    downs = _downs(frr)
+    cap = capture_factory(p, "veth-p")
+    t0 = time.time()
+    hog = _stress()
+    try:
+        # Sampled while the hogs run (this process only gets the RT-throttling gaps).
+        hogs = wait_until(lambda: _hog_policies(hog.pid), timeout=STRESS_S, what="stress-ng workers")
+        hog.wait(timeout=STRESS_S + 30)
+    finally:
+        hog.kill()
+        hog.wait()
+    t1 = time.time()
+    pkts = cap.stop()
+    after = eng.stats()
+    r: dict = {"sched": sched, "hogs": hogs}
+    r["frr_downs"] = {k: v - downs.get(k, 0) for k, v in _downs(frr).items()}
+    r["our_non_up"] = {}
+    r["peer_flaps"] = {}
+    r["gaps"] = {}
+    r["counts"] = {}
+    for ours, theirs in KTX + USER:
+        mine = [x for x in flow(pkts, src=ours, dst=theirs) if t0 <= x.ts <= t1]
+        r["our_non_up"][ours] = sum(1 for x in mine if x.state != "up")
+        r["peer_flaps"][ours] = _peer_flaps(pkts, (theirs, ours))
+        r["gaps"][ours] = gap_stats(gaps_ms(mine)) if len(mine) > 1 else None
+        r["counts"][ours] = len(mine)
+    by_peer = {s["peer"]: s for s in after["sessions"]}
+    by_peer0 = {s["peer"]: s for s in before["sessions"]}
+    r["user_tx"] = {t: by_peer[t]["user_tx_packets"] - by_peer0[t]["user_tx_packets"] for _, t in USER}
+    r["loop_wakeups"] = after["loop_lag"]["count"] - before["loop_lag"]["count"]
+    r["loop_lag_max_us"] = after["loop_lag"]["max_us"]
+    r["engine_flaps"] = sum(s["flaps"] for s in after["sessions"]) - sum(
+        s["flaps"] for s in before["sessions"]
+    )
+    eng.stop()
+    # Let the peer see the engine leave before the next run brings them up again.
+    wait_until(lambda: not _frr_up(frr), timeout=10, what="peer sessions down after the engine left")
+    return r
+
+
+def _report(name: str, r: dict) -> str:
+    lines = [
+        f"run {name} ({r['sched']}), {STRESS_S} s of stress-ng --cpu 2 --sched fifo --sched-prio 99 "
+        f"(workers' policy/prio {r['hogs']}):",
+        f"  FRR session-down {sum(r['frr_downs'].values())}, peer flaps on the wire "
+        f"{sum(r['peer_flaps'].values())}, our non-Up packets {sum(r['our_non_up'].values())}, "
+        f"engine flaps {r['engine_flaps']}",
+        f"  loop wake-ups during the run {r['loop_wakeups']}, loop lag max {r['loop_lag_max_us']} us, "
+        f"userspace TX {r['user_tx']}",
+    ]
+    for ours, _ in KTX + USER:
+        kind = "kernel TX" if (ours, _) in KTX else "user TX"
+        lines.append(f"  {ours} ({kind}): {r['counts'][ours]} packets, gaps {r['gaps'][ours]}")
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(ROUNDS * 2 * (STRESS_S + 90) + 60)
+def test_fifo99_hogs_deadline_holds(lab, engine_factory, capture_factory):
+    results: list[tuple[str, dict]] = []
+    for _ in range(ROUNDS):
+        for name in ("A", "B"):
+            r = _one_run(name, lab, engine_factory, capture_factory)
+            print("\n" + _report(name, r))
+            results.append((name, r))
+    for name, r in results:
+        # The premise of every run: the hogs really ran at FIFO 99 (policy 1, kernel prio 99 - 99 = 0).
+        assert r["hogs"] and all(pol == 1 and prio == 0 for pol, prio in r["hogs"]), r["hogs"]
+        if name == "B":
+            # Deterministic, so asserted: nothing at FIFO 60 runs while FIFO-99
+            # hogs hold both cores (RT throttling stalls every RT task, the
+            # engine included), so the userspace-sent sessions go down at the
+            # peer. This is the witness that the stress bites at all.
+            assert all(r["frr_downs"].get(ours, 0) >= 1 for ours, _ in USER), r["frr_downs"]
+            continue
+        # Witnesses that something moved: the loop woke (its periodic TX and
+        # the heartbeat), and every session kept its rate through the stress.
+        assert r["loop_wakeups"] >= STRESS_S * 50, r["loop_wakeups"]
+        for ours, _ in KTX + USER:
+            assert r["counts"][ours] >= STRESS_S * 1000 // INTERVAL_MS * 0.9, (ours, r["counts"][ours])
+        for t, n in r["user_tx"].items():
+            assert n >= STRESS_S * 1000 // INTERVAL_MS * 0.9, (t, n)
+        # And nothing flapped, on either side, by any count.
+        assert sum(r["frr_downs"].values()) == 0, r["frr_downs"]
+        assert sum(r["peer_flaps"].values()) == 0, r["peer_flaps"]
+        assert sum(r["our_non_up"].values()) == 0, r["our_non_up"]
+        assert r["engine_flaps"] == 0
