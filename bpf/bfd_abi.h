@@ -29,7 +29,7 @@
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
 #define BFD_EV_POLL 2         /* a Poll answered with Final in XDP; pkt holds it */
-#define BFD_EV_TX_STALE 3     /* an RX-clocked session sent nothing for 1.25 intervals: userspace sends one */
+#define BFD_EV_TX_STALE 3     /* an RX-clocked session sent nothing for 1.5 intervals: userspace sends one */
 
 /*
  * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in

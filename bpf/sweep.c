@@ -29,10 +29,10 @@ BPF_ARRAY(sweep_last, __u64, 1);
  * The fast path only ever answers. Two of them facing each other (engine to
  * engine) have no transmit clock between them: once the rate limit skips one
  * reply, neither side sends again. A session answered from XDP whose last
- * transmission, by the kernel or on an earlier kick, is older than 1.25
+ * transmission, by the kernel or on an earlier kick, is older than 1.5
  * intervals (min_gap_ns is 0.75 of one) asks userspace for one packet. An FRR
  * peer keeps its own clock and sends within one interval, so against it this
- * stays all but quiet.
+ * fires only when the peer runs late (a busy peer, half a detection time).
  */
 static __always_inline void kick(__u32 k, struct bfd_cfg *c, struct bfd_state *s, __u64 now)
 {
@@ -40,7 +40,7 @@ static __always_inline void kick(__u32 k, struct bfd_cfg *c, struct bfd_state *s
 
 	if (!sent)
 		sent = s->last_rx_ns;
-	if (now <= sent || now - sent <= c->min_gap_ns * 5 / 3)
+	if (now <= sent || now - sent <= 2 * c->min_gap_ns)
 		return;
 	struct bfd_event ev = {};
 	if (emit(BFD_EV_TX_STALE, k, c, now, s->last_rx_ns, &ev) == 0) {

@@ -113,6 +113,8 @@ class Offload:
         cfg = s.config
         if not entry.offloaded or s.state != State.UP or s.poll_active or cfg.auth is not None:
             return False
+        if entry.tx_clock_user:
+            return False
         if cfg.demand or s.remote_demand or s.remote_min_rx_us == 0 or s.remote_discr == 0:
             return False
         # RX-clocked TX replies once per peer packet: only safe when the peer
@@ -192,8 +194,12 @@ class Offload:
             )
             entry.session.detection_expired(now)
         elif ev.type == self.c["BFD_EV_TX_STALE"]:
-            # The peer stopped clocking our replies (another fast path faces
-            # us): send the periodic packet once; its answer restarts the exchange.
+            # Nothing to answer for 1.5 intervals: the peer only answers too
+            # (another fast path), so nobody holds a transmit clock. Send now.
+            # One side of the pair, the one with the lower discriminator (both
+            # see the same two), then keeps the session's clock in userspace;
+            # the other goes on answering from XDP. A clock on the sweep's tick
+            # alone is not reliable: an idle VM skips ticks.
             s = entry.session
             if s.state == State.UP and entry.kcfg and entry.kcfg["flags"] & self.c["BFD_CFG_KTX"]:
                 pkt = encode_control(s.current_packet())
@@ -201,7 +207,14 @@ class Offload:
                     entry.user_tx_packets += 1
                     entry.user_tx_bytes += len(pkt)
                     entry.tx_kicks += 1
-            return
+                if not entry.tx_clock_user and s.local_discr < s.remote_discr:
+                    entry.tx_clock_user = True
+                    log.info(
+                        "kernel-tx: %s -> %s: the peer only answers (a fast path too?);"
+                        " this side keeps the transmit clock in userspace",
+                        s.config.local or "*",
+                        s.config.peer,
+                    )
         elif ev.type == self.c["BFD_EV_POLL"]:
             raw = bytes(ev.pkt)
             try:
@@ -225,6 +238,7 @@ class Offload:
             out["last_rx_age_us"] = age if prev is None else min(prev, age)
         out["echo_reflected"] = int(st.echo_packets)
         out["tx_kicks"] = entry.tx_kicks
+        out["tx_clock_user"] = entry.tx_clock_user
         out["last_detection_us"] = entry.last_detection_us
         out["last_detection_overshoot_us"] = entry.last_detection_overshoot_us
         out["offloaded"] = entry.offloaded

@@ -114,7 +114,12 @@ def test_kernel_answers_the_steady_state(fast_pair, mode):
     assert {p.dport for p in window} == {3784}
     assert {p.sport for p in window} == {fp.ours(fp.cap.snapshot())[0].sport}
     assert {p.ttl for p in window} == {255}
-    assert all(p.udp_csum_ok for p in window), "an XDP reply carried a bad UDP checksum"
+    # A packet sent by a local socket over veth carries only a partial checksum
+    # (the receiving stack trusts it); a frame rewritten in XDP must carry a
+    # full one. So bad checksums can only be userspace's (the watchdog's kicks
+    # when the peer runs late on a busy machine), never more than it sent.
+    bad = [p for p in window if not p.udp_csum_ok]
+    assert len(bad) <= utx, f"{len(bad)} bad UDP checksums, only {utx} packets from userspace"
     assert {p.state for p in window} == {"up"}
     assert {p.your_discr for p in window} == {after["remote_discr"]}
     assert fp.p.snmp()["Udp.InCsumErrors"] == csum_errors["Udp.InCsumErrors"]
