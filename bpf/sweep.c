@@ -43,6 +43,12 @@ static __always_inline void kick(__u32 k, struct bfd_cfg *c, struct bfd_state *s
 	if (now <= sent || now - sent <= 2 * c->min_gap_ns)
 		return;
 	struct bfd_event ev = {};
+	/*
+	 * Whether the peer's last packet went unanswered (skipped as early): the
+	 * mark of a peer that only answers. A peer that is merely late had its
+	 * last packet answered. Carried in the event's ttl byte.
+	 */
+	ev.ttl = s->last_ktx_ns < s->last_rx_ns;
 	if (emit(BFD_EV_TX_STALE, k, c, now, s->last_rx_ns, &ev) == 0) {
 		s->kick_ns = now;
 		count(BFD_C_TX_KICK);

@@ -106,6 +106,7 @@ class Entry:
     tx_kicks: int = 0  # packets sent because the sweep saw our RX-clocked replies stop
     # The peer only answers (another fast path): this side keeps the transmit clock.
     tx_clock_user: bool = False
+    tx_unanswered: int = 0  # kicks in a row whose peer packet had gone unanswered
 
 
 class Engine:

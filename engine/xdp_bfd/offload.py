@@ -194,10 +194,10 @@ class Offload:
             )
             entry.session.detection_expired(now)
         elif ev.type == self.c["BFD_EV_TX_STALE"]:
-            # Nothing to answer for 1.5 intervals: the peer only answers too
-            # (another fast path), so nobody holds a transmit clock. Send now.
-            # One side of the pair, the one with the lower discriminator (both
-            # see the same two), then keeps the session's clock in userspace;
+            # Nothing sent for 1.5 intervals: the peer is late, or it only
+            # answers too (another fast path) and nobody holds a transmit
+            # clock. Send now. In the second case the side whose replies the
+            # rate limit skipped keeps the session's clock in userspace;
             # the other goes on answering from XDP. A clock on the sweep's tick
             # alone is not reliable: an idle VM skips ticks.
             s = entry.session
@@ -207,7 +207,12 @@ class Offload:
                     entry.user_tx_packets += 1
                     entry.user_tx_bytes += len(pkt)
                     entry.tx_kicks += 1
-                if not entry.tx_clock_user and s.local_discr < s.remote_discr:
+                # ev.ttl: the peer's last packet went unanswered (skipped as
+                # early): it only answers. A peer that is merely late had its
+                # last packet answered. Twice in a row, so that one late packet
+                # after one early one does not move an FRR session to userspace.
+                entry.tx_unanswered = entry.tx_unanswered + 1 if ev.ttl else 0
+                if entry.tx_unanswered >= 2 and not entry.tx_clock_user:
                     entry.tx_clock_user = True
                     log.info(
                         "kernel-tx: %s -> %s: the peer only answers (a fast path too?);"
