@@ -44,11 +44,12 @@ static __always_inline void kick(__u32 k, struct bfd_cfg *c, struct bfd_state *s
 		return;
 	struct bfd_event ev = {};
 	/*
-	 * Whether the peer's last packet went unanswered (skipped as early): the
-	 * mark of a peer that only answers. A peer that is merely late had its
-	 * last packet answered. Carried in the event's ttl byte.
+	 * The mark of a peer that only answers: its last packet came right after
+	 * our own (within half the minimum gap: an answer, not its own clock)
+	 * and so went unanswered. A clocked peer that is merely late had its last
+	 * packet answered, or sent it well after ours. Carried in the ttl byte.
 	 */
-	ev.ttl = s->last_ktx_ns < s->last_rx_ns;
+	ev.ttl = s->last_rx_ns > sent && s->last_rx_ns - sent < c->min_gap_ns / 2;
 	if (emit(BFD_EV_TX_STALE, k, c, now, s->last_rx_ns, &ev) == 0) {
 		s->kick_ns = now;
 		count(BFD_C_TX_KICK);

@@ -207,10 +207,10 @@ class Offload:
                     entry.user_tx_packets += 1
                     entry.user_tx_bytes += len(pkt)
                     entry.tx_kicks += 1
-                # ev.ttl: the peer's last packet went unanswered (skipped as
-                # early): it only answers. A peer that is merely late had its
-                # last packet answered. Twice in a row, so that one late packet
-                # after one early one does not move an FRR session to userspace.
+                # ev.ttl: the peer's last packet came right after ours and went
+                # unanswered: it only answers. A clocked peer that is merely
+                # late (FRR under load) does not look like that. Twice in a row,
+                # so that one odd pair of packets cannot move a session to userspace.
                 entry.tx_unanswered = entry.tx_unanswered + 1 if ev.ttl else 0
                 if entry.tx_unanswered >= 2 and not entry.tx_clock_user:
                     entry.tx_clock_user = True
