@@ -29,7 +29,6 @@
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
 #define BFD_EV_POLL 2         /* a Poll answered with Final in XDP; pkt holds it */
-#define BFD_EV_TX_STALE 3     /* an RX-clocked session sent nothing for 1.5 intervals: userspace sends one */
 
 /*
  * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in
@@ -40,7 +39,6 @@
 	X(XDP_PASS, xdp_pass)             \
 	X(ECHO_TX, echo_tx)               \
 	X(TX_EARLY, tx_early)             \
-	X(TX_KICK, tx_kick)               \
 	X(SPREAD, spread)                 \
 	X(EVENT_LOST, event_lost)         \
 	X(DROP_IP_OPTIONS, ip_options)    \
@@ -108,7 +106,6 @@ struct bfd_state {
 	__u64 ktx_bytes;
 	__u64 echo_packets;
 	__u64 early_skips;
-	__u64 kick_ns;          /* when the sweep last asked userspace to send for this session */
 	__u32 expired_epoch;    /* == cfg.epoch once the sweep has reported this silence */
 	__u32 pad;
 #ifdef BFD_TEST_LAYOUT_CHANGE

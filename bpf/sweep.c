@@ -25,37 +25,6 @@ BPF_PROG_ARRAY(sweep_chain, BFD_SWEEP_COPIES);
 /* When the table was last swept: the tick fires on every CPU, one sweep per period is enough. */
 BPF_ARRAY(sweep_last, __u64, 1);
 
-/*
- * The fast path only ever answers. Two of them facing each other (engine to
- * engine) have no transmit clock between them: once the rate limit skips one
- * reply, neither side sends again. A session answered from XDP whose last
- * transmission, by the kernel or on an earlier kick, is older than 1.5
- * intervals (min_gap_ns is 0.75 of one) asks userspace for one packet. An FRR
- * peer keeps its own clock and sends within one interval, so against it this
- * fires only when the peer runs late (a busy peer, half a detection time).
- */
-static __always_inline void kick(__u32 k, struct bfd_cfg *c, struct bfd_state *s, __u64 now)
-{
-	__u64 sent = s->last_ktx_ns > s->kick_ns ? s->last_ktx_ns : s->kick_ns;
-
-	if (!sent)
-		sent = s->last_rx_ns;
-	if (now <= sent || now - sent <= 2 * c->min_gap_ns)
-		return;
-	struct bfd_event ev = {};
-	/*
-	 * The mark of a peer that only answers: its last packet came right after
-	 * our own (within half the minimum gap: an answer, not its own clock)
-	 * and so went unanswered. A clocked peer that is merely late had its last
-	 * packet answered, or sent it well after ours. Carried in the ttl byte.
-	 */
-	ev.ttl = s->last_rx_ns > sent && s->last_rx_ns - sent < c->min_gap_ns / 2;
-	if (emit(BFD_EV_TX_STALE, k, c, now, s->last_rx_ns, &ev) == 0) {
-		s->kick_ns = now;
-		count(BFD_C_TX_KICK);
-	}
-}
-
 static __always_inline void sweep_range(__u32 base)
 {
 	__u32 zero = 0;
@@ -65,8 +34,6 @@ static __always_inline void sweep_range(__u32 base)
 
 	if (!g)
 		return;
-	/* A wedged engine cannot send: no kicks while the dead-man gate is closed. */
-	int open = !g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns;
 	n = g->nslots;
 	for (__u32 j = 0; j < BFD_SWEEP_CHUNK; j++) {
 		__u32 k = base + j;
@@ -85,11 +52,8 @@ static __always_inline void sweep_range(__u32 base)
 		last = s->last_rx_ns;
 		if (!last || s->expired_epoch == c->epoch || now <= last)
 			continue;
-		if (now - last <= c->detect_ns) {
-			if ((c->flags & BFD_CFG_KTX) && open)
-				kick(k, c, s, now);
+		if (now - last <= c->detect_ns)
 			continue;
-		}
 		struct bfd_event ev = {};
 		/* Two CPUs may both see it once; the engine ignores the second report. */
 		/* Marked only once the engine can hear of it: a full ring is retried next tick. */

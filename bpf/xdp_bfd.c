@@ -582,12 +582,8 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	int steady = in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] && in[3] == ex[3] && in[4] == ex[4] &&
 		     in[5] == ex[5];
 	if (steady) {
-		/*
-		 * RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply is
-		 * skipped. A packet userspace sent on the sweep's request counts too.
-		 */
-		__u64 sent = st->last_ktx_ns > st->kick_ns ? st->last_ktx_ns : st->kick_ns;
-		if (now - sent < c->min_gap_ns) {
+		/* RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply is skipped. */
+		if (now - st->last_ktx_ns < c->min_gap_ns) {
 			__sync_fetch_and_add(&st->early_skips, 1);
 			count(BFD_C_TX_EARLY);
 			return XDP_DROP;

@@ -103,10 +103,6 @@ class Entry:
     kcfg: dict[str, Any] | None = None
     last_detection_us: int | None = None  # silence the kernel measured at its last expiry report
     last_detection_overshoot_us: int | None = None  # ... less the detection time then in force
-    tx_kicks: int = 0  # packets sent because the sweep saw our RX-clocked replies stop
-    # The peer only answers (another fast path): this side keeps the transmit clock.
-    tx_clock_user: bool = False
-    tx_unanswered: int = 0  # kicks in a row whose peer packet had gone unanswered
 
 
 class Engine:

@@ -113,8 +113,6 @@ class Offload:
         cfg = s.config
         if not entry.offloaded or s.state != State.UP or s.poll_active or cfg.auth is not None:
             return False
-        if entry.tx_clock_user:
-            return False
         if cfg.demand or s.remote_demand or s.remote_min_rx_us == 0 or s.remote_discr == 0:
             return False
         # RX-clocked TX replies once per peer packet: only safe when the peer
@@ -193,33 +191,6 @@ class Offload:
                 ev.last_rx_ns / 1e9,
             )
             entry.session.detection_expired(now)
-        elif ev.type == self.c["BFD_EV_TX_STALE"]:
-            # Nothing sent for 1.5 intervals: the peer is late, or it only
-            # answers too (another fast path) and nobody holds a transmit
-            # clock. Send now. In the second case the side whose replies the
-            # rate limit skipped keeps the session's clock in userspace;
-            # the other goes on answering from XDP. A clock on the sweep's tick
-            # alone is not reliable: an idle VM skips ticks.
-            s = entry.session
-            if s.state == State.UP and entry.kcfg and entry.kcfg["flags"] & self.c["BFD_CFG_KTX"]:
-                pkt = encode_control(s.current_packet())
-                if entry.tx.send(pkt):
-                    entry.user_tx_packets += 1
-                    entry.user_tx_bytes += len(pkt)
-                    entry.tx_kicks += 1
-                # ev.ttl: the peer's last packet came right after ours and went
-                # unanswered: it only answers. A clocked peer that is merely
-                # late (FRR under load) does not look like that. Twice in a row,
-                # so that one odd pair of packets cannot move a session to userspace.
-                entry.tx_unanswered = entry.tx_unanswered + 1 if ev.ttl else 0
-                if entry.tx_unanswered >= 2 and not entry.tx_clock_user:
-                    entry.tx_clock_user = True
-                    log.info(
-                        "kernel-tx: %s -> %s: the peer only answers (a fast path too?);"
-                        " this side keeps the transmit clock in userspace",
-                        s.config.local or "*",
-                        s.config.peer,
-                    )
         elif ev.type == self.c["BFD_EV_POLL"]:
             raw = bytes(ev.pkt)
             try:
@@ -242,8 +213,6 @@ class Offload:
             prev = out.get("last_rx_age_us")
             out["last_rx_age_us"] = age if prev is None else min(prev, age)
         out["echo_reflected"] = int(st.echo_packets)
-        out["tx_kicks"] = entry.tx_kicks
-        out["tx_clock_user"] = entry.tx_clock_user
         out["last_detection_us"] = entry.last_detection_us
         out["last_detection_overshoot_us"] = entry.last_detection_overshoot_us
         out["offloaded"] = entry.offloaded
@@ -273,7 +242,6 @@ class Offload:
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["tx_early"] = totals.pop("tx_early", 0)
         counters["spread"] = totals.pop("spread", 0)
-        counters["tx_kick"] = totals.pop("tx_kick", 0)
         # Kernel drops also on their own, so "died in XDP" stays provable.
         counters["xdp_drop"] = dict(totals)
         drops = counters["drop"]

@@ -1,11 +1,11 @@
-"""Two engines with the fast path facing each other.
+"""Two engines with the fast path facing each other — a known bug, kept failing.
 
 Each fast path clocks its replies off the other's packets, so neither side
 owns a transmit clock: once one reply is skipped by the 0.75 x interval rate
-limit, nothing is left to send. The sweep's transmit watchdog restarts the
-exchange from userspace, and the side with the lower discriminator keeps the
-session's transmit clock from then on while the other answers from XDP.
-Judged on the wire (capture on b's side) and by both engines' flap counts.
+limit, nothing is left to send and the session flaps. Strict xfail: the day
+this passes, the marker must go (docs/limitations.md).
+Judged on the wire (a capture on a bridge between them) and by both engines'
+flap counts.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from harness.wait import WaitTimeout, wait_until
 INTERVAL_MS = 10
 WINDOW_PACKETS = 600  # about 6 s of one direction at 10 ms
 FIFO = ["chrt", "-f", "60"]
-COUNTS = ("flaps", "kernel_tx_packets", "user_tx_packets", "tx_kicks")
+COUNTS = ("flaps", "kernel_tx_packets", "user_tx_packets")
 
 
+@pytest.mark.xfail(strict=True, reason="two fast paths facing each other have no transmit clock")
 @pytest.mark.parametrize("mode", ["generic"])
 def test_two_fast_paths_hold_a_session_between_them(topo, engine_factory, capture_factory, tmp_path, mode):
     # A plain bridge between the two: a capture on an XDP interface misses what
@@ -45,7 +46,7 @@ def test_two_fast_paths_hold_a_session_between_them(topo, engine_factory, captur
             f"- {{local: {ours}, peer: {theirs}, interface: {ifname}, "
             f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {INTERVAL_MS}}}\n"
         )
-        # As the packaged unit runs it: the kicks are userspace work.
+        # As the packaged unit runs it.
         engines[ifname] = engine_factory(
             ns, ["--sessions", str(sessions), "--kernel-tx", ifname, "--xdp-mode", mode], prefix=FIFO
         )
@@ -54,14 +55,11 @@ def test_two_fast_paths_hold_a_session_between_them(topo, engine_factory, captur
         e.wait_log("bfd: serving", timeout=60)  # two bcc compiles at once on a busy box
     cap = capture_factory(m_ns, "m-a")
 
-    def settled() -> bool:
-        # Up at both ends, one side answering from XDP, the other holding the clock.
+    def both_up() -> bool:
         sa, sb = ea.session(str(b_ip)), eb.session(str(a.ip4))
-        if sa["state"] != "up" or sb["state"] != "up":
-            return False
-        return sorted((sa["kernel_tx_active"], sb["kernel_tx_active"])) == [False, True]
+        return sa["state"] == "up" and sb["state"] == "up"
 
-    wait_until(settled, timeout=20, what="both Up, one side on kernel TX")
+    wait_until(both_up, timeout=20, what="both sessions Up")
     before = {k: e.session(str(o)) for k, e, o in (("a", ea, b_ip), ("b", eb, a.ip4))}
     mark = cap.snapshot()[-1].ts
 
@@ -82,16 +80,9 @@ def test_two_fast_paths_hold_a_session_between_them(topo, engine_factory, captur
         print(f"\n{src} -> {dst}: {len(mine)} packets, gaps {stats}")
         assert len(mine) >= WINDOW_PACKETS * 0.9
         assert {p.state for p in mine} == {"up"}, f"{src} sent a non-Up packet"
-        # The watchdog restarts the exchange 1.5 intervals after the last
-        # packet plus at most one sweep period: well inside detection.
+        # Never a gap of the detection time: what a working pair must show.
         assert stats.max < 3 * INTERVAL_MS
     for k in ("a", "b"):
         assert delta[k]["flaps"] == 0, f"engine {k} flapped"
-    # Witnesses that must move: the watchdog kicked, one side (the lower
-    # discriminator) took the transmit clock, and the other side's fast path
-    # answers it.
-    assert sum(d["tx_kicks"] for d in delta.values()) + sum(before[k]["tx_kicks"] for k in before) > 0
-    clocks = {k: after[k]["tx_clock_user"] for k in after}
-    assert sorted(clocks.values()) == [False, True], clocks
-    answering = next(k for k, v in clocks.items() if not v)
-    assert delta[answering]["kernel_tx_packets"] >= 0.9 * WINDOW_PACKETS
+    # The fast paths carry it (the witness that moves).
+    assert sum(d["kernel_tx_packets"] for d in delta.values()) > 0
