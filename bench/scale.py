@@ -268,23 +268,23 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
 
         # Steady state.
         s0 = eng.stats(timeout=60)
-        cpu0, pcpu0, sys0 = benchlib.proc_cpu(eng.pid), benchlib.proc_cpu(peer.pid), benchlib.system_cpu()
-        prog0, lp0, ld0, ps0 = (
-            prog_times(eng.pid),
-            link_counts(p, "veth-p"),
-            link_counts(d, "veth-d"),
-            peer.latest(),
-        )
-        udp0 = udp_errors(d)
+
+        def snapshot() -> tuple:
+            # Everything the steady-state window is the difference of, read in one place.
+            return (
+                benchlib.proc_cpu(eng.pid),
+                benchlib.proc_cpu(peer.pid),
+                benchlib.system_cpu(),
+                prog_times(eng.pid),
+                link_counts(p, "veth-p"),
+                link_counts(d, "veth-d"),
+                peer.latest(),
+                udp_errors(d),
+            )
+
+        cpu0, pcpu0, sys0, prog0, lp0, ld0, ps0, udp0 = snapshot()
         time.sleep(args.seconds)
-        cpu1, pcpu1, sys1 = benchlib.proc_cpu(eng.pid), benchlib.proc_cpu(peer.pid), benchlib.system_cpu()
-        prog1, lp1, ld1, ps1 = (
-            prog_times(eng.pid),
-            link_counts(p, "veth-p"),
-            link_counts(d, "veth-d"),
-            peer.latest(),
-        )
-        udp1 = udp_errors(d)
+        cpu1, pcpu1, sys1, prog1, lp1, ld1, ps1, udp1 = snapshot()
         # One stats dump (SIGUSR1): what an operator's poll costs the engine at this size.
         t_dump = time.monotonic()
         s1 = eng.stats(timeout=60)
