@@ -9,6 +9,7 @@ body did.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -50,6 +51,26 @@ def ensure_images(*suites: str) -> None:
         raise RuntimeError(f"scripts/images failed:\n{out.stderr[-3000:]}")
 
 
+CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu/libpod_parent")
+
+
+def remove_cgroups(cid: str) -> None:
+    """Remove what runc leaves of a removed container's cpu cgroup on cgroup v1.
+
+    The systemd inside made sub-groups, so runc's rmdir fails and the group
+    stays with whatever real-time runtime it held (scripts/lib/podman.sh,
+    podman_rt_reclaim, does the same for the shell scripts).
+    """
+    top = CGROUP_V1_CPU / f"libpod-{cid}"
+    if not top.is_dir():
+        return
+    # Deepest first; a group that still has tasks refuses and stays.
+    groups = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+    for d in [*groups, top]:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
 class Container:
     """A privileged container booting systemd, removed on exit."""
 
@@ -80,7 +101,10 @@ class Container:
         return podman("exec", self.name, *argv, check=check, timeout=timeout)
 
     def remove(self) -> None:
+        cid = podman("inspect", "--format", "{{.Id}}", self.name, check=False).stdout.strip()
         podman("rm", "-f", "-t", "2", self.name, check=False)
+        if cid:
+            remove_cgroups(cid)
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
