@@ -6,6 +6,18 @@ cannot set SCHED_DEADLINE, and Python has no ``os.sched_setattr``: this calls
 the system calls through ctypes. The reservation is taken after bcc has
 compiled (compiling under a real-time class trips RT throttling) and with
 reset-on-fork set, because a deadline task may not fork otherwise.
+
+The reservation also asks for bandwidth reclaiming (SCHED_FLAG_RECLAIM,
+GRUB): without it the kernel throttles a deadline task that used its runtime
+until the next period even on an idle CPU, so any burst of Python longer than
+the runtime (a stats dump, a reload) is stretched over several periods; the
+first measured case was a stats dump that held the loop for 19 ms, long
+enough for sessions whose packets userspace sends to expire at the peer
+(test_engine_sched_stress.py). With reclaiming the task may also run on the
+deadline bandwidth nobody reserved (up to kernel.sched_rt_runtime_us), still
+ahead of every SCHED_FIFO task; the loop does not rely on it for more than
+slack (bursts are also cut into slices, Engine.stats_steps). Kernels without
+it (before 4.13) get the plain reservation and a warning.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ log = logging.getLogger("xdp_bfd")
 
 SCHED_DEADLINE = 6
 SCHED_FLAG_RESET_ON_FORK = 0x01
+SCHED_FLAG_RECLAIM = 0x02
 CAP_SYS_NICE = 23
 _SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}  # sched_setattr, sched_getattr
 _ATTR = struct.Struct("=IIQiIQQQ")  # struct sched_attr up to sched_period (48 bytes, SCHED_ATTR_SIZE_VER0)
@@ -35,15 +48,28 @@ def _nr(index: int) -> int:
         raise OSError(errno.ENOSYS, f"sched_setattr is not wired up for {platform.machine()}") from None
 
 
-def set_deadline(runtime_us: int, period_us: int) -> None:
-    """Reserve ``runtime_us`` of CPU in every ``period_us`` for the calling thread (raises OSError)."""
+def set_deadline(runtime_us: int, period_us: int, *, reclaim: bool = True) -> bool:
+    """Reserve ``runtime_us`` of CPU in every ``period_us`` for the calling thread (raises OSError).
+
+    Returns whether the kernel took the reclaiming flag too.
+    """
     ns = (runtime_us * 1000, period_us * 1000, period_us * 1000)  # runtime, deadline, period
-    attr = ctypes.create_string_buffer(
-        _ATTR.pack(_ATTR.size, SCHED_DEADLINE, SCHED_FLAG_RESET_ON_FORK, 0, 0, *ns)
-    )
+    flags = SCHED_FLAG_RESET_ON_FORK | (SCHED_FLAG_RECLAIM if reclaim else 0)
+    attr = ctypes.create_string_buffer(_ATTR.pack(_ATTR.size, SCHED_DEADLINE, flags, 0, 0, *ns))
     if _libc.syscall(_nr(0), 0, attr, 0) != 0:
         err = ctypes.get_errno()
+        if err == errno.EINVAL and reclaim:
+            return set_deadline(runtime_us, period_us, reclaim=False)
         raise OSError(err, os.strerror(err))
+    return reclaim
+
+
+def get_flags(pid: int = 0) -> int:
+    """A thread's sched_flags, the caller's by default (0 when it cannot be read)."""
+    buf = ctypes.create_string_buffer(_ATTR.size)
+    if _libc.syscall(_nr(1), pid, buf, _ATTR.size, 0) != 0:
+        return 0
+    return _ATTR.unpack(buf.raw)[2]
 
 
 def get_deadline() -> tuple[int, int] | None:
@@ -83,7 +109,7 @@ def reserve(spec: tuple[int, int] | None) -> None:
         return
     runtime, period = spec
     try:
-        set_deadline(runtime, period)
+        reclaiming = set_deadline(runtime, period)
     except OSError as e:
         current = describe()
         log.warning("sched: cannot reserve SCHED_DEADLINE %d/%dus: %s; staying at %s",
@@ -91,6 +117,9 @@ def reserve(spec: tuple[int, int] | None) -> None:
         return
     drop_cap_sys_nice()
     log.info("sched: SCHED_DEADLINE %d/%dus reserved (CAP_SYS_NICE dropped)", runtime, period)
+    if not reclaiming:
+        log.warning("sched: this kernel cannot reclaim idle bandwidth (SCHED_FLAG_RECLAIM); "
+                    "work beyond %dus in a period waits for the next one", runtime)  # fmt: skip
 
 
 def describe() -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from xdp_bfd import sched
+
 
 def _policy(pid: int) -> int:
     return int(re.search(r"^policy\s*:\s*(\d+)", Path(f"/proc/{pid}/sched").read_text(), re.M).group(1))
@@ -27,6 +29,9 @@ def test_deadline_reserved_and_cap_sys_nice_dropped(topo, engine_factory):
     eng = engine_factory(d, [*pair, "--sched-deadline", "1000/10000"])
     eng.wait_log("sched: SCHED_DEADLINE 1000/10000us reserved")
     assert _policy(eng.pid) == 6
+    # Reclaiming, so a burst longer than the runtime is not stretched over
+    # ten periods (sched.py; test_engine_sched_stress.py shows the flaps without it).
+    assert sched.get_flags(eng.pid) & sched.SCHED_FLAG_RECLAIM
     assert eng.stats()["sched"] == "deadline 1000/10000"
     assert not _cap_eff(eng.pid) & (1 << 23), "CAP_SYS_NICE still effective"
 
