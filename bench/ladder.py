@@ -59,9 +59,23 @@ LEVELS: dict[str, tuple[str, list[str]]] = {
     "L4": ("SCHED_FIFO-50 hogs", ["--cpu", "2", "--sched", "fifo", "--sched-prio", "50"]),
     "L5": ("SCHED_FIFO-99 hogs", ["--cpu", "2", "--sched", "fifo", "--sched-prio", "99"]),
 }
-# Where the engine backends hold their SCHED_DEADLINE reservation, as a deployment would;
-# bfdd cannot reserve and runs at its default everywhere.
+# How the engine backends are scheduled (suite.py --engine-sched): "unit" runs
+# them as the packaged xdp-bfd.service does at every level (SCHED_FIFO 60, and
+# the engine's own deadline reservation); "plain" as a bare process at the
+# default class, with the reservation only where nothing else survives (L5 and
+# the soak). bfdd cannot reserve and runs as FRR's unit runs it (default
+# class) everywhere.
+ENGINE_SCHED_MODES = ("unit", "plain")
+engine_sched = "unit"
+UNIT_PREFIX = ["chrt", "-f", "60"]
 RESERVED = {"L5", "soak"}
+
+
+def reserved(level: str) -> bool:
+    """Whether the engine backends take --sched-deadline at this level."""
+    return engine_sched == "unit" or level in RESERVED
+
+
 SOAK_LEVELS = ("L1", "L2", "L3", "L4", "L5")
 
 
@@ -255,7 +269,8 @@ class Dut:
     def _engine(self, args: list[str], reserve: bool) -> EngineProcess:
         if reserve:
             args = [*args, "--sched-deadline", ENGINE_RESERVATION]
-        e = EngineProcess(self.rig.d, args, self.rig.work)
+        prefix = UNIT_PREFIX if engine_sched == "unit" else None
+        e = EngineProcess(self.rig.d, args, self.rig.work, prefix)
         self.rig.engines.append(e)
         self.engine = e.start()
         return e
@@ -446,7 +461,7 @@ def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict
 
 
 def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, Any]:
-    reserve = level in RESERVED
+    reserve = reserved(level)
     out: dict[str, Any] = {"backend": backend, "level": level, "seconds": seconds, "reserved": reserve}
     dut = make_dut(rig, backend)
     cap: Capture | None = None
@@ -519,7 +534,7 @@ def one_kill(rig: Rig, cap: Capture, timeout: float) -> dict[str, Any]:
 
 def run_detection(rig: Rig, backend: str, kills: int, level: str, budget_s: float) -> dict[str, Any]:
     """``kills`` times: SIGKILL the peer's bfdd, time last peer packet -> our Down on the wire."""
-    reserve = level in RESERVED
+    reserve = reserved(level)
     out: dict[str, Any] = {"backend": backend, "level": level, "kills": kills, "samples": []}
     dut = make_dut(rig, backend)
     cap: Capture | None = None

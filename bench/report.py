@@ -330,6 +330,22 @@ def scale_md(doc: dict[str, Any]) -> list[str]:
     return _table(head, rows)
 
 
+def engine_sched_sentence(doc: dict[str, Any]) -> str:
+    """How the run scheduled the engine backends (runs before --engine-sched were all "plain")."""
+    levels = ", ".join(doc.get("reserved_levels", []))
+    if doc.get("engine_sched", "plain") == "unit":
+        return (
+            "Engine backends run as the packaged unit runs them: `chrt -f 60` and "
+            f"`--sched-deadline {doc.get('engine_reservation')}` at every level; bfdd runs as FRR's unit "
+            "runs it (default class)."
+        )
+    reservation = doc.get("engine_reservation")
+    return (
+        f"Engine backends run at the default class, holding `--sched-deadline {reservation}` "
+        f"at {levels}; bfdd runs at its default."
+    )
+
+
 def table_md(doc: dict[str, Any], charts: str = "") -> str:
     lines = [
         f"# Benchmark run {doc.get('started_at')}",
@@ -358,8 +374,7 @@ def table_md(doc: dict[str, Any], charts: str = "") -> str:
                 for k, v in doc.get("levels", {}).items()
             )
             + f"; soak: {', '.join(doc.get('soak_levels', []))} back to back in one window. "
-            f"Engine backends hold `--sched-deadline {doc.get('engine_reservation')}` at "
-            f"{', '.join(doc.get('reserved_levels', []))}; bfdd runs at its default.",
+            + engine_sched_sentence(doc),
             "",
             *ladder_md(doc),
             "",

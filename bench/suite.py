@@ -263,6 +263,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="run directory (default bench/out/<UTC stamp>)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument("--backends", default=",".join(ladder.BACKENDS), help="ladder/detection backends")
+    ap.add_argument(
+        "--engine-sched",
+        default="unit",
+        choices=ladder.ENGINE_SCHED_MODES,
+        help="engine backends as the packaged unit runs them (FIFO 60 + deadline, every level) "
+        "or as a plain process (reservation at L5/soak only)",
+    )
     ap.add_argument("--level-seconds", type=float, help="override the profile's seconds per level")
     ap.add_argument("--soak-seconds", type=float, help="override the profile's soak (0: none)")
     ap.add_argument("--levels", help="override the profile's levels, e.g. L0,L4")
@@ -276,6 +283,7 @@ def main() -> int:
         prof["soak_s"] = args.soak_seconds
     if args.levels:
         prof["levels"] = args.levels.split(",")
+    ladder.engine_sched = args.engine_sched
     if (
         not set(parts) <= set(PARTS)
         or not set(backends) <= set(ladder.BACKENDS)
@@ -297,7 +305,9 @@ def main() -> int:
         "detect_mult": ladder.DETECT_MULT,
         "levels": {k: {"what": v[0], "stress_ng": v[1]} for k, v in ladder.LEVELS.items()},
         "soak_levels": list(ladder.SOAK_LEVELS),
-        "reserved_levels": sorted(ladder.RESERVED),
+        "engine_sched": ladder.engine_sched,
+        "reserved_levels": [lv for lv in ladder.LEVELS if ladder.reserved(lv)]
+        + (["soak"] if ladder.reserved("soak") else []),
         "engine_reservation": ladder.ENGINE_RESERVATION,
     }
     run = Run(out, doc)
