@@ -37,7 +37,7 @@ from typing import Any
 
 import benchlib
 
-from harness.capture import Capture, WirePacket, flow, gap_stats
+from harness.capture import Capture, WirePacket, down_transitions, flow, gap_stats
 from harness.engine import EngineProcess
 from harness.frr import Frr
 from harness.netns import Link, Namespace, Topology
@@ -387,16 +387,6 @@ def take_down(rig: Rig, dut: Dut) -> None:
 
 
 # -- wire figures -----------------------------------------------------------------
-
-
-def down_transitions(pkts: list[WirePacket]) -> int:
-    """Up -> not-Up transitions in one direction's packets: each one a Down the sender declared."""
-    flaps, prev = 0, None
-    for p in pkts:
-        if prev == "up" and p.state != "up":
-            flaps += 1
-        prev = p.state
-    return flaps
 
 
 def survival(gaps: list[float], points: int = 120, tail: int = 60) -> list[list[float]]:

@@ -261,6 +261,16 @@ def flow(packets: Iterable[WirePacket], *, src: str, dst: str, kind: str = "cont
     return [p for p in packets if p.src == src and p.dst == dst and p.kind == kind]
 
 
+def down_transitions(packets: Iterable[WirePacket]) -> int:
+    """Up -> not-Up transitions in one direction's packets: each one a Down the sender declared."""
+    downs, prev = 0, None
+    for p in packets:
+        if prev == "up" and p.state != "up":
+            downs += 1
+        prev = p.state
+    return downs
+
+
 def gaps_ms(packets: Iterable[WirePacket]) -> list[float]:
     ts = [p.ts for p in packets]
     return [(b - a) * 1e3 for a, b in itertools.pairwise(ts)]

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from test_fastpath_stress import DEADLINE
 
-from harness.capture import flow, gap_stats, gaps_ms
+from harness.capture import down_transitions, flow, gap_stats, gaps_ms
 from harness.frr import bfd_peer_block
 from harness.wait import wait_until
 
@@ -186,7 +186,7 @@ def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
         judged = [x for x in flow(pkts, src=ours, dst=theirs) if t_ready <= x.ts <= t_end]
         theirs_judged = [x for x in flow(pkts, src=theirs, dst=ours) if t_ready <= x.ts <= t_end]
         r["our_non_up"][ours] = sum(1 for x in judged if x.state != "up")
-        r["peer_flaps"][ours] = _peer_flaps(theirs_judged)
+        r["peer_flaps"][ours] = down_transitions(theirs_judged)
         r["gaps"][ours] = gap_stats(gaps_ms(stressed)) if len(stressed) > 1 else None
         r["counts"][ours] = len(stressed)
     by_peer = {s["peer"]: s for s in after["sessions"]}
@@ -198,15 +198,6 @@ def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
         s["flaps"] for s in before["sessions"]
     )
     return r
-
-
-def _peer_flaps(pkts) -> int:
-    flaps, prev = 0, None
-    for x in pkts:
-        if prev == "up" and x.state != "up":
-            flaps += 1
-        prev = x.state
-    return flaps
 
 
 def _report(name: str, r: dict) -> str:

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from harness.capture import flow, gap_stats, gaps_ms
+from harness.capture import down_transitions, flow, gap_stats, gaps_ms
 from harness.frr import bfd_peer_block
 from harness.wait import wait_until
 
@@ -24,12 +24,7 @@ DEADLINE = ["chrt", "-d", "-R", "--sched-runtime", "2000000", "--sched-deadline"
 
 def _peer_flaps(pkts, src):
     """Up -> not-Up transitions in the peer's packets: each one a flap the peer declared."""
-    flaps, prev = 0, None
-    for p in flow(pkts, src=src[0], dst=src[1]):
-        if prev == "up" and p.state != "up":
-            flaps += 1
-        prev = p.state
-    return flaps
+    return down_transitions(flow(pkts, src=src[0], dst=src[1]))
 
 
 def _stress() -> subprocess.Popen:
