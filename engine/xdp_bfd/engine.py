@@ -44,10 +44,10 @@ from .wire.control import CodecError, State, decode_control
 log = logging.getLogger("xdp_bfd")
 
 
-# Loop lag histogram bounds (µs): how late the loop ran what was due. A starved
-# loop shows here as a tail that a percentile of packet gaps would hide.
 # Sessions per slice of a stats dump (about half a millisecond of Python).
 STATS_SLICE_SESSIONS = 32
+# Loop lag histogram bounds (µs): how late the loop ran what was due. A starved
+# loop shows here as a tail that a percentile of packet gaps would hide.
 LAG_BUCKETS_US = (100, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 250_000, 500_000, 1_000_000)
 
 
@@ -714,15 +714,15 @@ def run(args: argparse.Namespace) -> int:
                 engine.closers.append(MetricsServer(engine, args.metrics).close)
             except (OSError, ValueError) as e:
                 raise EngineError(f"--metrics {args.metrics}: {getattr(e, 'strerror', None) or e}") from None
+        # One stats document built now: first calls (bcc's table objects,
+        # /proc reads, lazy imports) cost most, and would otherwise fall on
+        # the first SIGUSR1, under the reservation.
+        engine.stats()
         # Everything made so far (bcc's tables, the compiled program's
         # metadata, the sessions) lives as long as the engine: out of the
         # collector's sight, a full collection scans only what came since.
         # Without it one took 10-60 ms of loop time under the reservation,
         # enough for a userspace-sent session to miss its detection time.
-        # One stats document built now, too: first calls (bcc's table
-        # objects, /proc reads, lazy imports) cost most, and would otherwise
-        # fall on the first SIGUSR1, under the reservation.
-        engine.stats()
         gc.collect()
         gc.freeze()
         _trim_heap()
