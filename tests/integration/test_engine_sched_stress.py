@@ -128,12 +128,19 @@ def _timeline(pkts, since: float, start: float) -> list[str]:
 
 
 def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
-    d, p, frr, sessions = lab
     # The stats file on tmpfs, as the unit has it (/run/xdp-bfd): on this
     # ext4 /tmp, the dump right after the stress waited tens of ms for the
     # journal (tcpdump's backlog being written out), long enough for the
     # userspace-sent sessions to expire at the peer.
     stats_path = Path(f"/dev/shm/xbt-{os.getpid()}-stats-{name}.json")
+    try:
+        return _measure(name, lab, engine_factory, capture_factory, stats_path)
+    finally:
+        stats_path.unlink(missing_ok=True)
+
+
+def _measure(name: str, lab: tuple, engine_factory, capture_factory, stats_path: Path) -> dict:
+    d, p, frr, sessions = lab
     args = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--stats-dump", str(stats_path)]
     if name == "A":
         args += ["--sched-deadline", RESERVATION]
@@ -145,6 +152,7 @@ def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
     eng.stats_path = stats_path
     wait_until(lambda: _frr_up(frr), timeout=30, what=f"run {name}: sessions up at FRR")
     wait_until(lambda: _ready(eng), timeout=15, what=f"run {name}: kernel TX on/off as planned")
+    t_ready = time.time()
     policy, _prio = _policy(eng.pid)
     sched = eng.stats()["sched"]
     if name == "A":
@@ -153,7 +161,6 @@ def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
         assert policy == 1 and sched == "fifo 60", (policy, sched)
     before = eng.stats()
     downs = _downs(frr)
-    t_ready = time.time()
     t0 = time.time()
     hog = _stress()
     try:
@@ -172,7 +179,6 @@ def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
     # Let the peer see the engine leave before the next run brings them up again.
     wait_until(lambda: not _frr_up(frr), timeout=10, what="peer sessions down after the engine left")
     pkts = cap.stop()
-    stats_path.unlink(missing_ok=True)
     r["timeline"] = _timeline(pkts, t0, t_ready)
     r["window"] = (t_ready - t0, t1 - t0, t_end - t0)
     r["engine_log"] = [ln for ln in eng.log().splitlines() if "session:" in ln and " -> " in ln][-20:]
