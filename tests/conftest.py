@@ -115,3 +115,15 @@ def engine_factory(tmp_path: Path) -> Iterator:
     finally:
         for e in made:
             e.cleanup()
+
+
+@pytest.fixture
+def pin_dir(tmp_path: Path) -> Iterator[Path]:
+    """A bpffs of the test's own for ``--pin``, unmounted afterwards."""
+    d = tmp_path / "pin"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "bpf", "bpf", str(d)], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)

@@ -211,6 +211,20 @@ def _check_up_and_discriminators(r: Rig, spec: Spec) -> None:
     assert in_d["remote-id"] == e["remote_discr"] == in_p["id"], (in_d, e, in_p)
 
 
+def _bring_up(r: Rig, specs, *, check: bool = True) -> None:
+    """bfdd adds each session (in the engine within 1 s); all Up and answered by the kernel.
+
+    With ``check``, each session's discriminators agree between bfdd, the engine and the peer.
+    """
+    for s in specs:
+        _reach_engine_within(r, s, 1.0)
+    r.wait_up(*specs)
+    for s in specs:
+        wait_until(lambda s=s: r.in_engine(s)["kernel_tx_active"], timeout=10, what=f"{s.name} offloaded")
+        if check:
+            _check_up_and_discriminators(r, s)
+
+
 def test_frr84_listening_bfdd_drives_the_engine(rig):
     """FRR 8.4 (bfdd listens, ``ipv4:``), engine ``--dplane-connect``: v4/v6, single-hop/multihop."""
     specs = (SH4, SH6, MH4, MH6)
@@ -282,12 +296,7 @@ def test_frr84_drives_the_offloaded_engine_and_sees_kernel_counts(rig):
         ["--dplaneaddr", f"ipv4:127.0.0.1:{PORT}"],
         specs=specs,
     )
-    for s in specs:
-        _reach_engine_within(r, s, 1.0)
-    r.wait_up(*specs)
-    for s in specs:
-        _check_up_and_discriminators(r, s)
-        wait_until(lambda s=s: r.in_engine(s)["kernel_tx_active"], timeout=10, what=f"{s.name} offloaded")
+    _bring_up(r, specs)
     before = r.engine.stats()
     mark = r.cap.snapshot()[-1].ts
     wait_until(

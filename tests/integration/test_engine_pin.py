@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 import signal
 import socket
-import subprocess
-from pathlib import Path
 
 import pytest
 from test_dplane_frr import rig  # noqa: F401  (the fixture, shared with the dplane tests)
@@ -29,15 +27,21 @@ TAKEOVERS = 5
 DETECT_MS = 30  # 3 x 10 ms
 
 
-@pytest.fixture
-def pin_dir(tmp_path: Path):
-    d = tmp_path / "pin"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "bpf", "bpf", str(d)], check=True)
-    try:
-        yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
+def steady_tail(r) -> list:
+    """Two more seconds of steady state on the wire after a takeover; the whole capture."""
+    t_back = r.cap.snapshot()[-1].ts
+    wait_until(lambda: r.cap.snapshot()[-1].ts > t_back + 2.0, timeout=10, what="two seconds of capture")
+    return r.cap.stop()
+
+
+def wire_unseen_since(r, s, pkts: list, mark: float) -> float:
+    """After ``mark`` every packet of session ``s`` either way is Up; returns our worst gap (ms)."""
+    ours = [x for x in r.from_d(s, pkts) if x.ts > mark]
+    bad = [(x.ts, x.state) for x in ours if x.state != "up"]
+    assert ours and not bad, (s.name, bad[:5])
+    theirs = [x for x in pkts if x.src == r.theirs(s) and x.dst == r.ours(s) and x.ts > mark]
+    assert theirs and all(x.state == "up" for x in theirs), s.name
+    return gap_stats(gaps_ms(ours)).max
 
 
 def _addresses(i: int) -> tuple[str, str]:
@@ -236,9 +240,9 @@ def test_takeover_with_bfdd_driving_is_hitless(rig, pin_dir, engine_factory):  #
         SH4,
         SH6,
         SLOW_MS,
+        _bring_up,
         _check_up_and_discriminators,
         _counters,
-        _reach_engine_within,
     )
 
     specs = (SH4, SH6)
@@ -248,12 +252,7 @@ def test_takeover_with_bfdd_driving_is_hitless(rig, pin_dir, engine_factory):  #
     # on a busy shared VM it stalls past 30 ms by itself (seen: flaps before
     # any takeover). The takeover is what is judged, not the peer's scheduling.
     r = rig(args, ["--dplaneaddr", f"ipv4:127.0.0.1:{PORT}"], specs=specs, interval_ms=SLOW_MS)
-    for s in specs:
-        _reach_engine_within(r, s, 1.0)
-    r.wait_up(*specs)
-    for s in specs:
-        _check_up_and_discriminators(r, s)
-        wait_until(lambda s=s: r.in_engine(s)["kernel_tx_active"], timeout=10, what=f"{s.name} offloaded")
+    _bring_up(r, specs)
     ids = {s: (r.in_d(s)["id"], r.in_d(s)["remote-id"]) for s in specs}
     downs = {s: _counters(r.peer, r.ours(s), False)["session-down"] for s in specs}
     d_downs = {s: _counters(r.bfdd, r.theirs(s), False)["session-down"] for s in specs}
@@ -276,18 +275,10 @@ def test_takeover_with_bfdd_driving_is_hitless(rig, pin_dir, engine_factory):  #
             what=f"{s.name} re-added by bfdd and offloaded",
         )
     assert "dplane: bfdd connected" in new.log()
-    # Two more seconds of steady state on the wire after the takeover.
-    t_back = r.cap.snapshot()[-1].ts
-    wait_until(lambda: r.cap.snapshot()[-1].ts > t_back + 2.0, timeout=10, what="two seconds of capture")
-    pkts = r.cap.stop()
+    pkts = steady_tail(r)
     worst = 0.0
     for s in specs:
-        ours = [x for x in r.from_d(s, pkts) if x.ts > mark]
-        bad = [(x.ts, x.state) for x in ours if x.state != "up"]
-        assert ours and not bad, (s.name, bad[:5])
-        theirs = [x for x in pkts if x.src == r.theirs(s) and x.dst == r.ours(s) and x.ts > mark]
-        assert theirs and all(x.state == "up" for x in theirs), s.name
-        worst = max(worst, gap_stats(gaps_ms(ours)).max)
+        worst = max(worst, wire_unseen_since(r, s, pkts, mark))
         assert _counters(r.peer, r.ours(s), False)["session-down"] == downs[s]
         assert _counters(r.bfdd, r.theirs(s), False)["session-down"] == d_downs[s], s.name
         assert (r.in_d(s)["id"], r.in_d(s)["remote-id"]) == ids[s]

@@ -24,13 +24,12 @@ from test_dplane_frr import (
     SH4,
     SH6,
     Rig,
+    _bring_up,
     _check_up_and_discriminators,
     _counters,
-    _reach_engine_within,
 )
-from test_engine_pin import DEADLINE, pin_dir  # noqa: F401  (the bpffs fixture)
+from test_engine_pin import DEADLINE, steady_tail, wire_unseen_since
 
-from harness.capture import gap_stats, gaps_ms
 from harness.wait import wait_until
 
 TAKEOVERS = 3
@@ -105,7 +104,7 @@ def test_bfddp_connection_survives_three_takeovers(  # noqa: PLR0917  (pytest fi
     frr_factory,
     engine_factory,
     capture_factory,
-    pin_dir,  # noqa: F811
+    pin_dir,
 ):
     if frr.startswith("frr84"):
         engine_dplane = ["--dplane-connect", f"ipv4:127.0.0.1:{PORT}"]
@@ -118,12 +117,7 @@ def test_bfddp_connection_survives_three_takeovers(  # noqa: PLR0917  (pytest fi
             "--log-level", "info"]  # fmt: skip
     r = _build(topo, (frr_factory, engine_factory, capture_factory), args, bfdd_args, root)
     assert r.bfdd.version[:2] == version
-    for s in SPECS:
-        _reach_engine_within(r, s, 1.0)
-    r.wait_up(*SPECS)
-    for s in SPECS:
-        wait_until(lambda s=s: r.in_engine(s)["kernel_tx_active"], timeout=10, what=f"{s.name} offloaded")
-        _check_up_and_discriminators(r, s)
+    _bring_up(r, SPECS)
     r.bfdd.vtysh("debug bfd distributed")
     log_mark = len(r.bfdd.log())
     clients = _dplane_clients(r)
@@ -164,19 +158,11 @@ def test_bfddp_connection_survives_three_takeovers(  # noqa: PLR0917  (pytest fi
             assert e["origin"] == "dplane" and e["state"] == "up" and e["kernel_tx_active"], (n, e)
         old = new
 
-    # Two more seconds of steady state on the wire after the last takeover.
-    t_back = r.cap.snapshot()[-1].ts
-    wait_until(lambda: r.cap.snapshot()[-1].ts > t_back + 2.0, timeout=10, what="two seconds of capture")
-    pkts = r.cap.stop()
+    pkts = steady_tail(r)  # two more seconds after the last takeover
     worst = 0.0
     bfdd_log = r.bfdd.log()[log_mark:]
     for s in SPECS:
-        ours = [x for x in r.from_d(s, pkts) if x.ts > mark]
-        bad = [(x.ts, x.state) for x in ours if x.state != "up"]
-        assert ours and not bad, (s.name, bad[:5])
-        theirs = [x for x in pkts if x.src == r.theirs(s) and x.dst == r.ours(s) and x.ts > mark]
-        assert theirs and all(x.state == "up" for x in theirs), s.name
-        worst = max(worst, gap_stats(gaps_ms(ours)).max)
+        worst = max(worst, wire_unseen_since(r, s, pkts, mark))
         # The far peer saw nothing; bfdd (the controller) counted no session down...
         assert _counters(r.peer, r.ours(s), s.multihop)["session-down"] == p_downs[s], s.name
         after = _counters(r.bfdd, r.theirs(s), s.multihop)
@@ -200,7 +186,7 @@ def test_without_the_pass_bfdd_84_counts_every_session_down(
     frr_factory,
     engine_factory,
     capture_factory,
-    pin_dir,  # noqa: F811
+    pin_dir,
 ):
     """The fallback, and what the pass saves: the old engine's connection closes at its exit.
 
@@ -212,11 +198,7 @@ def test_without_the_pass_bfdd_84_counts_every_session_down(
     bfdd_args = ["--dplaneaddr", f"ipv4:127.0.0.1:{PORT}"]
     r = _build(topo, (frr_factory, engine_factory, capture_factory), args, bfdd_args, "/")
     specs = (SH4, SH6)
-    for s in specs:
-        _reach_engine_within(r, s, 1.0)
-    r.wait_up(*specs)
-    for s in specs:
-        wait_until(lambda s=s: r.in_engine(s)["kernel_tx_active"], timeout=10, what=f"{s.name} offloaded")
+    _bring_up(r, specs, check=False)
     d_before = {s: _counters(r.bfdd, r.theirs(s), s.multihop)["session-down"] for s in specs}
     p_before = {s: _counters(r.peer, r.ours(s), s.multihop)["session-down"] for s in specs}
     old = r.engine

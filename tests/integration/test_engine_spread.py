@@ -12,11 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from test_fastpath_stress import DEADLINE
 
 from harness.frr import bfd_peer_block
@@ -124,17 +120,6 @@ def test_without_spread_pass_nothing_goes_through_the_cpumap(topo, frr_factory, 
     doc = eng.stats()
     assert doc["counters"]["spread"] == 0 and doc["xdp"]["spread_cpus"] == 0
     assert "spread-pass" not in eng.log()
-
-
-@pytest.fixture
-def pin_dir(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "pin"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "bpf", "bpf", str(d)], check=True)
-    try:
-        yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 def test_spread_pass_survives_a_pin_takeover(topo, frr_factory, engine_factory, tmp_path, pin_dir):
