@@ -85,6 +85,15 @@ def _discrs(eng) -> dict[str, int]:
     return {s["peer"]: s["local_discr"] for s in eng.stats()["sessions"]}
 
 
+def _state_log(engines, local: str) -> str:
+    """Every engine's log lines on ``local``'s session, expiries and handovers, oldest engine first."""
+    keys = (f"session: {local} ", "pin:", "expired")
+    lines = []
+    for n, e in enumerate(engines):
+        lines += [f"engine {n}: {ln}" for ln in e.log().splitlines() if any(k in ln for k in keys)]
+    return "\n".join(lines[-60:])
+
+
 def _serving_all(eng) -> bool:
     doc = eng.stats()
     return doc["sessions_up"] == N_SESSIONS and all(s["kernel_tx_active"] for s in doc["sessions"])
@@ -103,6 +112,7 @@ def test_takeover_is_hitless_five_times(lab64, engine_factory, capture_factory, 
         "info",
     ]
     eng = engine_factory(d, args)
+    engines = [eng]
     wait_until(lambda: _all_up(frr), timeout=30, what="64 sessions up at FRR")
     wait_until(lambda: _serving_all(eng), timeout=15, what="kernel TX on every session")
     discrs = _discrs(eng)
@@ -111,6 +121,7 @@ def test_takeover_is_hitless_five_times(lab64, engine_factory, capture_factory, 
     gone_ms = []
     for _ in range(TAKEOVERS):
         new = engine_factory(d, args)
+        engines.append(new)
         assert eng.wait_exit(timeout=20) == 75, eng.log()
         line = new.wait_log("pin: adopted", timeout=20)
         assert f"{N_SESSIONS} sessions" in line
@@ -127,7 +138,7 @@ def test_takeover_is_hitless_five_times(lab64, engine_factory, capture_factory, 
         ours, theirs = _addresses(i)
         ours_flow = flow(pkts, src=ours, dst=theirs)
         bad = [(x.ts, x.state, x.payload.hex()) for x in ours_flow if x.state != "up"]
-        assert ours_flow and not bad, f"{ours} sent non-Up packets: {bad[:5]}"
+        assert ours_flow and not bad, f"{ours} sent non-Up packets: {bad[:5]}\n{_state_log(engines, ours)}"
         theirs_flow = flow(pkts, src=theirs, dst=ours)
         assert all(x.state == "up" for x in theirs_flow), f"peer {theirs} left Up"
         worst = max(worst, gap_stats(gaps_ms(ours_flow)).max)
