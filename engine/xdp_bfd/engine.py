@@ -512,7 +512,7 @@ class Engine:
                     "last_rx_age_us": (now - s.last_rx_us) if s.last_rx_us else None,
                     "last_ktx_age_us": None,
                     "flaps": s.flaps,
-                    "up_since": round(wall_clock_of(s.up_since_us, now), 3) if s.up_since_us else 0,
+                    "up_since": round(wall_clock_of(s.up_since_us), 3) if s.up_since_us else 0,
                     "origin": entry.origin,
                     "drops": dict(entry.drops),
                 }

@@ -43,6 +43,12 @@ def write_atomic(path: Path, doc: dict[str, Any]) -> None:
         raise
 
 
-def wall_clock_of(mono_us: int, now_mono_us: int) -> float:
+# Wall clock minus monotonic clock, read once: ``up_since`` must be the same
+# number in every dump. Converting with the clocks read at each dump moved it by
+# a millisecond whenever the loop was held between the two reads.
+_WALL_MINUS_MONO_S = time.time() - time.monotonic()
+
+
+def wall_clock_of(mono_us: int) -> float:
     """Epoch seconds of a monotonic timestamp (for ``up_since``)."""
-    return time.time() - (now_mono_us - mono_us) / 1e6
+    return _WALL_MINUS_MONO_S + mono_us / 1e6
