@@ -43,6 +43,7 @@ from typing import Any
 import benchlib
 import synth_peer
 from benchlib import REPO
+from ladder import ENGINE_RESERVATION, UNIT_PREFIX
 
 from harness.engine import EngineProcess
 from harness.frr import Frr
@@ -236,7 +237,12 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             "--metrics",
             f"127.0.0.1:{METRICS_PORT}",
         ]
-        eng = EngineProcess(d, argv, work).start()
+        prefix = None
+        if args.engine_sched == "unit":
+            # As the unit runs it: FIFO 60, then the loop's own deadline reservation.
+            argv += ["--sched-deadline", ENGINE_RESERVATION]
+            prefix = UNIT_PREFIX
+        eng = EngineProcess(d, argv, work, prefix).start()
         t_start = time.monotonic()
         out["attach_line"] = eng.wait_log("kernel-tx: XDP attached to", timeout=120).strip()
         eng.wait_log("bfd: serving", timeout=120)
@@ -545,6 +551,12 @@ def main() -> int:
         help="also measure stock FRR bfdd as the DUT at these session counts (e.g. 1,8,32,64)",
     )
     ap.add_argument("--bfdd-interval-ms", type=int, default=10, help="bfdd rungs' interval (3xN ms)")
+    ap.add_argument(
+        "--engine-sched",
+        default="plain",
+        choices=("plain", "unit"),
+        help=f"unit: the engine under {' '.join(UNIT_PREFIX)} with --sched-deadline {ENGINE_RESERVATION}",
+    )
     args = ap.parse_args()
     try:
         rungs = parse_ladder(args.ladder)
@@ -562,6 +574,7 @@ def main() -> int:
             "xdp_mode": args.xdp_mode,
             "bfdd_ladder": bfdd_rungs,
             "bfdd_interval_ms": args.bfdd_interval_ms,
+            "engine_sched": args.engine_sched,
         },
     )
     doc["cpu_target_pct_at_1024"] = CPU_TARGET_PCT

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, links
 from .cli import EXIT_OK
 from .clock import now_us
 from .config import ConfigError, load_sessions
@@ -39,9 +39,13 @@ from .sched import describe as sched_description
 from .sched import reserve as reserve_scheduling
 from .session import Rejected, Session, SessionConfig, SessionKey, StateChanged
 from .stats import DIAG_NAMES, STATE_NAMES, wall_clock_of, write_atomic
+from .stats import encode as encode_stats
 from .wire.control import CodecError, State, decode_control
 
 log = logging.getLogger("xdp_bfd")
+
+# Takes a stats document; may return the generator of its further paced steps.
+DocWaiter = Callable[[dict[str, Any]], Generator[None, None, None] | None]
 
 
 # Sessions per slice of a stats dump (about half a millisecond of Python).
@@ -143,8 +147,18 @@ class Engine:
         self.selector = selectors.DefaultSelector()
         self.stop_requested = False
         self.pending_signals: list[int] = []
-        self._dump: Generator[None, None, None] | None = None  # a stats dump under way
-        self._dump_again = False
+        # The stats document under construction, and who waits for it: the
+        # SIGUSR1 file, metrics scrapes. Who asks while one is being built
+        # waits for the next (it must describe a moment after the request).
+        self._dump: Generator[None, None, None] | None = None
+        self._doc_waiters: list[DocWaiter] = []
+        # Under a deadline reservation one dump step per period: a step is
+        # milliseconds of Python with cold caches (after a CPU hog), and
+        # steps back to back overran the period's runtime and throttled the
+        # loop past the next transmission. Each step in a period of its own
+        # starts with the period's budget, after the timers due in it.
+        self.dump_pace_us = 0
+        self._dump_next_us = 0
         self._next_discr = self.rng.randrange(1, 1 << 31)
         self._wake_r, self._wake_w = socket.socketpair()
         self.notifier = Notifier()
@@ -327,7 +341,7 @@ class Engine:
     # -- input -----------------------------------------------------------------
 
     def find(self, dg: Datagram, your_discr: int) -> Entry | None:
-        ifname = _ifname(dg.ifindex) if not dg.multihop else None
+        ifname = links.name_of(dg.ifindex) if not dg.multihop else None
         if your_discr:
             entry = self.sessions.get(your_discr)
             if entry is None:
@@ -434,7 +448,10 @@ class Engine:
             # prove the peer was talking, and must reach the session before its
             # detection timer is judged (timers first would declare a live
             # peer dead for our own lateness).
-            timeout = 0.0 if self._dump is not None else self.timeout_s(now_us())
+            timeout = self.timeout_s(now_us())
+            if self._dump is not None:
+                step_in = max(0.0, (self._dump_next_us - now_us()) / 1e6)
+                timeout = step_in if timeout is None else min(timeout, step_in)
             for key, _ in self.selector.select(timeout):
                 key.data(now_us())
             now = now_us()
@@ -442,14 +459,16 @@ class Engine:
             if due is not None and now >= due:
                 self.lag.add(now - due)
             self.run_timers(now)
-            # Signals last, and a stats dump one slice per turn: that is
-            # milliseconds of Python, and under a deadline reservation work
-            # beyond the period's runtime waits for the next period, so what
-            # is due goes out first, and again between slices.
+            # Signals last, and a stats dump one step per turn (one per period
+            # under a reservation): a dump is milliseconds of Python, and under
+            # a deadline reservation work beyond the period's runtime waits for
+            # the next period, so what is due goes out first, and again
+            # between steps.
             if self.pending_signals:
                 self.handle_signals()
-            if self._dump is not None:
+            if self._dump is not None and now_us() >= self._dump_next_us:
                 self.step_dump()
+                self._dump_next_us = now_us() + self.dump_pace_us
 
     def shutdown(self) -> None:
         # Sessions first: their AdminDown leaves while the maps still exist;
@@ -464,7 +483,7 @@ class Engine:
     # -- stats -----------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """The stats document, built in one go (metrics scrapes, tests)."""
+        """The stats document, built in one go (the start-up warm-up; tests)."""
         steps = self.stats_steps()
         while True:
             try:
@@ -535,24 +554,46 @@ class Engine:
             "counters": {"xdp_tx": 0, "xdp_pass": 0, "drop": dict(self.drops)},
             "sessions": sessions,
             "loop_lag": self.lag.doc(),
-        } | {name: fn() for name, fn in self.stats_sections.items()}
+        }
+        yield
+        doc |= {name: fn() for name, fn in self.stats_sections.items()}
         if self.offload is not None:
+            yield  # the kernel's counters: a map lookup per counter and CPU, and the program's fdinfo
             self.offload.stats(doc)
         return doc
 
     def dump_stats(self) -> None:
-        """SIGUSR1: start a dump, or ask for another after the one under way (it began before the signal)."""
-        if self._dump is None:
-            self._dump = self._dump_steps()
-        else:
-            self._dump_again = True
+        """SIGUSR1: write the stats file from the next document built."""
+        self.want_stats(self._write_stats)
 
-    def _dump_steps(self) -> Generator[None, None, None]:
+    def want_stats(self, waiter: DocWaiter) -> None:
+        """Hand ``waiter`` the next document the loop builds (step by step, between timers).
+
+        A waiter may return a generator: its further steps (encoding, writing)
+        are paced like the build.
+        """
+        self._doc_waiters.append(waiter)
+        if self._dump is None:
+            self._dump = self._doc_steps()
+
+    def _doc_steps(self) -> Generator[None, None, None]:
+        waiters, self._doc_waiters = self._doc_waiters, []
         doc = yield from self.stats_steps()
+        for waiter in waiters:
+            yield
+            try:
+                more = waiter(doc)
+                if more is not None:
+                    yield from more
+            except Exception as e:  # a consumer's bug must not stop the loop that serves sessions
+                log.error("stats: a consumer of the stats document failed: %r", e)
+
+    def _write_stats(self, doc: dict[str, Any]) -> Generator[None, None, None]:
+        data = encode_stats(doc)
         yield
         path: Path = self.args.stats_dump
         try:
-            write_atomic(path, doc)
+            write_atomic(path, data)
         except OSError as e:
             log.error("stats: cannot write %s: %s", path, e.strerror)
 
@@ -561,19 +602,7 @@ class Engine:
         try:
             next(self._dump)
         except StopIteration:
-            self._dump = None
-            if self._dump_again:
-                self._dump_again = False
-                self._dump = self._dump_steps()
-
-
-def _ifname(ifindex: int) -> str | None:
-    if not ifindex:
-        return None
-    try:
-        return socket.if_indextoname(ifindex)
-    except OSError:
-        return None
+            self._dump = self._doc_steps() if self._doc_waiters else None
 
 
 def _trim_heap() -> None:
@@ -728,7 +757,7 @@ def run(args: argparse.Namespace) -> int:
         _trim_heap()
         # Last: bcc has compiled (compiling under a real-time class trips RT
         # throttling), and nothing forks from here on.
-        reserve_scheduling(args.sched_deadline)
+        engine.dump_pace_us = reserve_scheduling(args.sched_deadline)
         engine.notifier.ready(takeover=engine.handed_over_from is not None)
         engine.mark("ready")
         if engine.takeover_marks:

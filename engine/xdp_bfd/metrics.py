@@ -2,7 +2,11 @@
 
 No thread: a scrape is accepted and answered between two turns of the loop,
 from the same stats document SIGUSR1 writes, so metrics and stats JSON cannot
-disagree and nothing reads engine state concurrently with the loop.
+disagree and nothing reads engine state concurrently with the loop. The
+document is built step by step like the SIGUSR1 dump (one step per period
+under a deadline reservation): at 1024 sessions it is about 50 ms of Python,
+which in one piece would hold the loop past its transmissions. The scraper
+waits those few periods for its answer.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import contextlib
 import errno
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -36,11 +40,13 @@ def parse_listen(text: str) -> tuple[str, int]:
 class StatsCollector(Collector):
     """Turns one stats document into metric families."""
 
-    def __init__(self, stats: Callable[[], dict[str, Any]]) -> None:
-        self.stats = stats
+    def __init__(self) -> None:
+        self.doc: dict[str, Any] | None = None  # set just before each exposition
 
     def collect(self) -> Iterator[Metric]:
-        doc = self.stats()
+        doc = self.doc
+        if doc is None:
+            return
         yield GaugeMetricFamily(
             "xdp_bfd_sessions_configured", "Sessions the engine holds", doc["sessions_configured"]
         )
@@ -129,8 +135,10 @@ class MetricsServer:
         self.sock.listen(16)
         self.sock.setblocking(False)
         self.pending: dict[socket.socket, bytes] = {}
+        self.answering: set[socket.socket] = set()  # waiting for the document
+        self.collector = StatsCollector()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StatsCollector(engine.stats))
+        self.registry.register(self.collector)
         engine.add_reader(self.sock, self._accept)
         log.info("metrics: serving on %s:%d", host, port)
 
@@ -139,7 +147,7 @@ class MetricsServer:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError):
             return
-        if len(self.pending) >= MAX_CLIENTS:
+        if len(self.pending) + len(self.answering) >= MAX_CLIENTS:
             conn.close()
             return
         conn.setblocking(False)
@@ -164,13 +172,24 @@ class MetricsServer:
             return
         path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b"/"
         if path.split(b"?")[0] != b"/metrics":
-            response = b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"
-        else:
+            self._send(conn, b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        self.answering.add(conn)
+        self.engine.want_stats(lambda doc, c=conn: self._answer(c, doc))
+
+    def _answer(self, conn: socket.socket, doc: dict[str, Any]) -> None:
+        if conn not in self.answering:
+            return  # closed meanwhile (engine stopping)
+        self.answering.discard(conn)
+        self.collector.doc = doc
+        try:
             body = generate_latest(self.registry)
-            head = (
-                f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {len(body)}\r\n"
-            )
-            response = head.encode() + b"\r\n" + body
+        finally:
+            self.collector.doc = None
+        head = f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {len(body)}\r\n"
+        self._send(conn, head.encode() + b"\r\n" + body)
+
+    def _send(self, conn: socket.socket, response: bytes) -> None:
         try:
             # The body goes to a local socket buffer; bound the rare client that stops reading.
             conn.settimeout(0.5)
@@ -189,6 +208,9 @@ class MetricsServer:
     def close(self) -> None:
         for conn in list(self.pending):
             self._finish(conn)
+            conn.close()
+        for conn in list(self.answering):
+            self.answering.discard(conn)
             conn.close()
         self.engine.remove_reader(self.sock)
         self.sock.close()

@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from . import links
 from .clock import now_us
 from .kernel import FastPath, mapped16
 from .session import Rejected
@@ -58,10 +59,7 @@ class Offload:
         cfg = entry.session.config
         if cfg.multihop or cfg.interface is None:
             return 0
-        try:
-            return socket.if_nametoindex(cfg.interface)
-        except OSError:
-            return 0
+        return links.index_of(cfg.interface)
 
     def _index(self, entry: Entry) -> dict[str, Any]:
         """What the kernel's indexes key this session by."""

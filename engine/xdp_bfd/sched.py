@@ -103,10 +103,13 @@ def drop_cap_sys_nice() -> None:
     _libc.capset(header, data)
 
 
-def reserve(spec: tuple[int, int] | None) -> None:
-    """Apply ``--sched-deadline`` if given; on refusal say why and keep the class we have."""
+def reserve(spec: tuple[int, int] | None) -> int:
+    """Apply ``--sched-deadline`` if given; on refusal say why and keep the class we have.
+
+    Returns the reserved period in microseconds, 0 when nothing was reserved.
+    """
     if spec is None:
-        return
+        return 0
     runtime, period = spec
     try:
         reclaiming = set_deadline(runtime, period)
@@ -114,12 +117,13 @@ def reserve(spec: tuple[int, int] | None) -> None:
         current = describe()
         log.warning("sched: cannot reserve SCHED_DEADLINE %d/%dus: %s; staying at %s",
                     runtime, period, why_refused(e.errno or 0), current)  # fmt: skip
-        return
+        return 0
     drop_cap_sys_nice()
     log.info("sched: SCHED_DEADLINE %d/%dus reserved (CAP_SYS_NICE dropped)", runtime, period)
     if not reclaiming:
         log.warning("sched: this kernel cannot reclaim idle bandwidth (SCHED_FLAG_RECLAIM); "
                     "work beyond %dus in a period waits for the next one", runtime)  # fmt: skip
+    return period
 
 
 def describe() -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,38 @@ DIAG_NAMES = {
 }
 
 
-def write_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Readers never see a half-written file: temp file in the same directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def encode(doc: dict[str, Any]) -> bytes:
+    # One line through the C encoder: with indent, json falls back to its
+    # pure-Python encoder, milliseconds of loop time per dump.
+    return (json.dumps(doc) + "\n").encode()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Readers never see a half-written file: a temp file in the same directory, then rename.
+
+    Raw os calls, no tempfile or text I/O: this runs inside the loop, and
+    after a CPU hog (cold caches) the Python I/O stack alone held it for
+    milliseconds. The temp name is fixed per process; O_EXCL|O_NOFOLLOW so a
+    planted file or symlink there is removed, never written through.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with os.fdopen(fd, "w") as f:
-            # One line through the C encoder: with indent, json falls back to
-            # its pure-Python encoder, milliseconds of loop time per dump.
-            f.write(json.dumps(doc) + "\n")
-        os.chmod(tmp, 0o644)
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:
+        os.unlink(tmp)  # left by a write that failed half-way
+        fd = os.open(tmp, flags, 0o644)
+    try:
+        try:
+            os.fchmod(fd, 0o644)  # whatever the umask: operators' tools read it
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -276,6 +276,21 @@ def gaps_ms(packets: Iterable[WirePacket]) -> list[float]:
     return [(b - a) * 1e3 for a, b in itertools.pairwise(ts)]
 
 
+def silence_before(packets: Iterable[WirePacket], t: float, *, window_s: float = 1.0) -> str:
+    """How quiet one direction was before ``t``: its last packet and its largest gap in the window.
+
+    For a Down on the wire this says who went quiet first: the side that
+    declared the Down hears the other side's packets; a last packet or a gap
+    under the detection time means the declaring side stalled, not the other.
+    """
+    before = [p.ts for p in packets if t - window_s <= p.ts < t]
+    if not before:
+        return f"nothing in the {window_s:.1f} s before"
+    gaps = [(b - a) * 1e3 for a, b in itertools.pairwise([*before, t])]
+    last_ms, window = (t - before[-1]) * 1e3, f"{window_s:.1f} s"
+    return f"last packet {last_ms:.1f} ms before, largest gap {max(gaps):.1f} ms in the {window} before"
+
+
 @dataclass(frozen=True)
 class GapStats:
     n: int

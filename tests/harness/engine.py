@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from .netns import Namespace
-from .wait import wait_until
+from .wait import WaitTimeout, wait_until
 
 XDP_BFD = str(Path(sys.executable).with_name("xdp-bfd"))
 
@@ -59,17 +59,32 @@ class EngineProcess:
         """Signal SIGUSR1 and return the file written after the signal."""
         # SIGUSR1's default action kills: wait until the engine says it serves.
         self.wait_log("bfd: serving", timeout=timeout + 10)
-        before = self.stats_path.stat().st_mtime_ns if self.stats_path.exists() else 0
+
+        # Which file, not only when: every dump renames a new inode into place,
+        # and two dumps within one tick of the filesystem's coarse clock carry
+        # the same mtime.
+        def identity() -> tuple[int, int] | None:
+            with contextlib.suppress(FileNotFoundError):
+                st = self.stats_path.stat()
+                return st.st_ino, st.st_mtime_ns
+            return None
+
+        before = identity()
         sent = time.time()
         self.signal(signal.SIGUSR1)
 
         def fresh() -> dict | None:
-            if not self.stats_path.exists() or self.stats_path.stat().st_mtime_ns == before:
+            now = identity()
+            if now is None or now == before:
                 return None
             doc = json.loads(self.stats_path.read_text())
             return doc if doc["generated_at"] >= sent - 0.01 else None
 
-        return wait_until(fresh, timeout=timeout, what="a fresh stats dump")
+        try:
+            return wait_until(fresh, timeout=timeout, what="a fresh stats dump")
+        except WaitTimeout as e:
+            tail = "\n".join(self.log().splitlines()[-15:])
+            raise WaitTimeout(f"{e}; the engine's last log lines:\n{tail}") from None
 
     def session(self, peer: str, *, timeout: float = 5.0) -> dict:
         for s in self.stats(timeout=timeout)["sessions"]:

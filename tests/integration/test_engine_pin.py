@@ -13,7 +13,7 @@ import socket
 import pytest
 from test_dplane_frr import rig  # noqa: F401  (the fixture, shared with the dplane tests)
 
-from harness.capture import flow, gap_stats, gaps_ms
+from harness.capture import flow, gap_stats, gaps_ms, silence_before
 from harness.frr import bfd_peer_block
 from harness.wait import wait_until
 
@@ -137,10 +137,18 @@ def test_takeover_is_hitless_five_times(lab64, engine_factory, capture_factory, 
     for i in range(N_SESSIONS):
         ours, theirs = _addresses(i)
         ours_flow = flow(pkts, src=ours, dst=theirs)
-        bad = [(x.ts, x.state, x.payload.hex()) for x in ours_flow if x.state != "up"]
-        assert ours_flow and not bad, f"{ours} sent non-Up packets: {bad[:5]}\n{_state_log(engines, ours)}"
         theirs_flow = flow(pkts, src=theirs, dst=ours)
-        assert all(x.state == "up" for x in theirs_flow), f"peer {theirs} left Up"
+        bad = [x for x in ours_flow if x.state != "up"]
+        assert ours_flow and not bad, (
+            f"{ours} sent non-Up packets: {[(x.ts, x.state, x.payload.hex()) for x in bad[:5]]}\n"
+            f"the peer's packets before it: {silence_before(theirs_flow, bad[0].ts)}\n"
+            f"{_state_log(engines, ours)}"
+        )
+        left = [x for x in theirs_flow if x.state != "up"]
+        assert not left, (
+            f"peer {theirs} left Up at {left[0].ts} ({left[0].state}, diag {left[0].diag}); "
+            f"our packets before it: {silence_before(ours_flow, left[0].ts)}\n{_state_log(engines, ours)}"
+        )
         worst = max(worst, gap_stats(gaps_ms(ours_flow)).max)
     print(f"\n{TAKEOVERS} takeovers of {N_SESSIONS} sessions: old engine gone after {gone_ms} ms; "
           f"worst gap in our TX {worst:.1f} ms; {len(pkts)} packets captured")  # fmt: skip
