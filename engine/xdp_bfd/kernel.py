@@ -193,6 +193,11 @@ class FastPath:
         self.gate = self.bpf["gate"]
         self.counters = self.bpf["counters"]
         self.event_type = self.bpf["event_layout"].Leaf
+        # With --pin, made now, not at the handover: bcc builds a table's
+        # ctypes types on first access, milliseconds of the old engine's part
+        # of a takeover.
+        self.owner = self.bpf["owner"] if pin is not None else None
+        self.handover = self.bpf["handover"] if pin is not None else None
         self.deadman_ns = deadman_us * 1000
         self.nslots = 0
         self.spread_cpus = 0
@@ -380,7 +385,8 @@ class FastPath:
     # -- --pin: owner record and handover blob ----------------------------------
 
     def set_owner(self, pid: int, state: int, blob_len: int, *, done_ns: int = 0) -> None:
-        owner = self.bpf["owner"]
+        owner = self.owner
+        assert owner is not None, "set_owner needs --pin"
         for idx, value in (
             (self.consts["BFD_OWNER_DONE_NS"], done_ns),
             (self.consts["BFD_OWNER_BLOB_LEN"], blob_len),
@@ -390,7 +396,8 @@ class FastPath:
             owner[owner.Key(idx)] = ctypes.c_uint64(value)
 
     def write_handover(self, blob: bytes) -> None:
-        table, size = self.bpf["handover"], self.consts["BFD_HANDOVER_CHUNK"]
+        table, size = self.handover, self.consts["BFD_HANDOVER_CHUNK"]
+        assert table is not None, "write_handover needs --pin"
         if len(blob) > size * self.consts["BFD_HANDOVER_CHUNKS"]:
             raise KernelError(f"handover state of {len(blob)} bytes does not fit the pinned map")
         for i in range(0, len(blob), size):
@@ -400,7 +407,8 @@ class FastPath:
             table[table.Key(i // size)] = leaf
 
     def read_handover(self, length: int) -> bytes:
-        table, size = self.bpf["handover"], self.consts["BFD_HANDOVER_CHUNK"]
+        table, size = self.handover, self.consts["BFD_HANDOVER_CHUNK"]
+        assert table is not None, "read_handover needs --pin"
         out = bytearray()
         for i in range(0, length, size):
             out += bytes(table[table.Key(i // size)].data)[: min(size, length - i)]

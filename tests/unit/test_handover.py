@@ -64,3 +64,12 @@ def test_other_session_fields_mean_a_fresh_start(caplog) -> None:
 def test_garbage_means_a_fresh_start(caplog) -> None:
     assert handover.decode(b"not zlib") is None
     assert "starting fresh" in caplog.text
+
+
+def test_departure_says_whether_the_old_engine_prepared():
+    # The bench and operators read these: gone, own part, exit, and the warm-up (or its absence).
+    prepared = str(handover.Departure(9.5, 1.5, 0, 10.8))
+    assert prepared == (
+        "was gone 9.5 ms after the request (own part 1.5 ms, exit 8.0 ms); it had prepared in 10.8 ms"
+    )
+    assert str(handover.Departure(20.0)).endswith("; it did not prepare (an older build?)")
