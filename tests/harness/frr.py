@@ -199,6 +199,18 @@ def _not_zombie(pid: int) -> bool:
         return False
 
 
+def deadline_prefix(runtime_us: int, period_us: int = 10_000) -> list[str]:
+    """``chrt`` argv that runs bfdd under SCHED_DEADLINE (reset-on-fork: its helper threads stay ordinary).
+
+    A peer under test load must not be what flaps; size ``runtime_us`` above
+    what bfdd uses for the sessions at hand (64 sessions at 10 ms: 19 % of a
+    core here).
+    """
+    runtime, period = str(runtime_us * 1000), str(period_us * 1000)
+    return ["chrt", "-d", "-R", "--sched-runtime", runtime, "--sched-deadline", period,
+            "--sched-period", period, "0"]  # fmt: skip
+
+
 def bfd_peer_block(
     peer: str,
     *,

@@ -14,7 +14,7 @@ import pytest
 from test_dplane_frr import rig  # noqa: F401  (the fixture, shared with the dplane tests)
 
 from harness.capture import flow, gap_stats, gaps_ms, silence_before
-from harness.frr import bfd_peer_block
+from harness.frr import bfd_peer_block, deadline_prefix
 from harness.wait import wait_until
 
 # The peer's bfdd runs under a SCHED_DEADLINE reservation: on a shared 2-core
@@ -24,8 +24,7 @@ from harness.wait import wait_until
 # ran at its budget, throttled in most periods; its TX gaps (and so ours,
 # clocked off them) reached 19-21 ms, and a rare longer one fired our
 # detection during a takeover (1 run in 4 of the clean-clone CI).
-DEADLINE = ["chrt", "-d", "-R", "--sched-runtime", "5000000", "--sched-deadline", "10000000",
-            "--sched-period", "10000000", "0"]  # fmt: skip
+DEADLINE = deadline_prefix(5000)
 N_SESSIONS = 64
 TAKEOVERS = 5
 DETECT_MS = 30  # 3 x 10 ms

@@ -14,12 +14,11 @@ import subprocess
 import pytest
 
 from harness.capture import down_transitions, flow, gap_stats, gaps_ms
-from harness.frr import bfd_peer_block
+from harness.frr import bfd_peer_block, deadline_prefix
 from harness.wait import wait_until
 
 STRESS_S = 30
-DEADLINE = ["chrt", "-d", "-R", "--sched-runtime", "2000000", "--sched-deadline", "10000000",
-            "--sched-period", "10000000", "0"]  # fmt: skip
+DEADLINE = deadline_prefix(2000)  # one session (four in the scheduling tests that share it)
 
 
 def _peer_flaps(pkts, src):

@@ -73,3 +73,33 @@ def test_departure_says_whether_the_old_engine_prepared():
         "was gone 9.5 ms after the request (own part 1.5 ms, exit 8.0 ms); it had prepared in 10.8 ms"
     )
     assert str(handover.Departure(20.0)).endswith("; it did not prepare (an older build?)")
+
+
+def test_format_2_lists_every_attribute_a_live_session_has() -> None:
+    # Values go by position: a live session must have exactly the probe's attributes.
+    s = _up_session()
+    assert set(vars(s)) - handover._SKIP == set(handover.session_fields())
+
+
+def test_a_format_1_state_from_an_older_engine_is_still_adopted() -> None:
+    s = _up_session()
+    old = {
+        "format": handover.fingerprint(1),
+        "pid": 1,
+        "nslots": 8,
+        "sessions": [
+            (
+                {"slot": 5, "epoch": 4},
+                {"ttl": 1},
+                b"\x20" * 24,
+                65000,
+                s.config,
+                {k: v for k, v in vars(s).items() if k not in handover._SKIP},
+                None,
+            )
+        ],
+    }
+    state = handover.decode(zlib.compress(pickle.dumps(old)))
+    assert state is not None
+    assert state["sessions"][0][0]["slot"] == 5 and state["sessions"][0][5]["_state"] == State.UP
+    assert handover.fingerprint(1) != handover.fingerprint()
