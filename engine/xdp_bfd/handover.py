@@ -324,7 +324,11 @@ def encode(engine: Engine) -> bytes:
         "nslots": fp.nslots if fp else 0,
         "sessions": sessions,
     }
-    return zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return _pack(state)
+
+
+def _pack(obj: Any) -> bytes:
+    return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
 def decode(blob: bytes) -> dict[str, Any] | None:
@@ -377,7 +381,7 @@ def warm_up(engine: Engine) -> None:
         entries = list(engine.sessions.items())
         for i in range(0, len(entries), WARM_UP_SLICE_SESSIONS):
             part = [_record(e, dp.get(d)) for d, e in entries[i : i + WARM_UP_SLICE_SESSIONS]]
-            zlib.compress(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL), 1)
+            _pack(part)
             yield
         off.fp.set_owner(os.getpid(), off.fp.consts["BFD_OWNER_RUNNING"], 0, done_ns=time.monotonic_ns())
 

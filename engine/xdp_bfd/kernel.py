@@ -193,9 +193,8 @@ class FastPath:
         self.gate = self.bpf["gate"]
         self.counters = self.bpf["counters"]
         self.event_type = self.bpf["event_layout"].Leaf
-        # With --pin, made now, not at the handover: bcc builds a table's
-        # ctypes types on first access, milliseconds of the old engine's part
-        # of a takeover.
+        # With --pin; looked up here like the other tables (bcc builds a
+        # table's ctypes types on first access), not inside a handover.
         self.owner = self.bpf["owner"] if pin is not None else None
         self.handover = self.bpf["handover"] if pin is not None else None
         self.deadman_ns = deadman_us * 1000

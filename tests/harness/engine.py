@@ -55,26 +55,25 @@ class EngineProcess:
 
         return wait_until(probe, timeout=timeout, what=f"engine log line {text!r}")
 
+    def stats_identity(self) -> tuple[int, int] | None:
+        """Which stats file is there: every dump renames a new inode into place, and two
+        dumps within one tick of the filesystem's coarse clock carry the same mtime."""
+        with contextlib.suppress(FileNotFoundError):
+            st = self.stats_path.stat()
+            return st.st_ino, st.st_mtime_ns
+        return None
+
     def stats(self, *, timeout: float = 5.0) -> dict:
         """Signal SIGUSR1 and return the file written after the signal."""
         # SIGUSR1's default action kills: wait until the engine says it serves.
         self.wait_log("bfd: serving", timeout=timeout + 10)
 
-        # Which file, not only when: every dump renames a new inode into place,
-        # and two dumps within one tick of the filesystem's coarse clock carry
-        # the same mtime.
-        def identity() -> tuple[int, int] | None:
-            with contextlib.suppress(FileNotFoundError):
-                st = self.stats_path.stat()
-                return st.st_ino, st.st_mtime_ns
-            return None
-
-        before = identity()
+        before = self.stats_identity()
         sent = time.time()
         self.signal(signal.SIGUSR1)
 
         def fresh() -> dict | None:
-            now = identity()
+            now = self.stats_identity()
             if now is None or now == before:
                 return None
             doc = json.loads(self.stats_path.read_text())

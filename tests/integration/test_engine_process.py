@@ -50,16 +50,11 @@ def lab(topo, frr_factory, engine_factory, capture_factory, tmp_path):
 
 def test_stats_contract_and_process_name(lab):
     a, b, eng = lab["a"], lab["b"], lab["eng"]
-
     # pkill -x matches the process name: the contract says it must be xdp-bfd.
-    def identity():  # each dump renames a new inode into place (mtime alone is coarse)
-        st = eng.stats_path.stat() if eng.stats_path.exists() else None
-        return st and (st.st_ino, st.st_mtime_ns)
-
-    before = identity()
+    before = eng.stats_identity()
     subprocess.run(["pkill", "-USR1", "-x", "xdp-bfd"], check=True)
     wait_until(
-        lambda: identity() not in (None, before),
+        lambda: eng.stats_identity() not in (None, before),
         timeout=5,
         what="stats written after pkill -USR1 -x xdp-bfd",
     )
