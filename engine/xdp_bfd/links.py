@@ -13,40 +13,41 @@ anyway.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from typing import TypeVar
 
 from .clock import now_us
 
 REFRESH_US = 1_000_000
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 _names: dict[int, tuple[str | None, int]] = {}  # ifindex -> (name or None, when looked up)
 _indexes: dict[str, tuple[int, int]] = {}  # name -> (ifindex or 0, when looked up)
+
+
+def _remembered(cache: dict[K, tuple[V, int]], key: K, lookup: Callable[[K], V], missing: V) -> V:
+    """``lookup(key)`` (``missing`` when the kernel has none), at most once per REFRESH_US."""
+    now = now_us()
+    hit = cache.get(key)
+    if hit is not None and now - hit[1] < REFRESH_US:
+        return hit[0]
+    try:
+        value = lookup(key)
+    except OSError:
+        value = missing
+    cache[key] = (value, now)
+    return value
 
 
 def name_of(ifindex: int) -> str | None:
     """The interface's name, None for 0 or an index the kernel does not know."""
     if not ifindex:
         return None
-    now = now_us()
-    hit = _names.get(ifindex)
-    if hit is not None and now - hit[1] < REFRESH_US:
-        return hit[0]
-    try:
-        name: str | None = socket.if_indextoname(ifindex)
-    except OSError:
-        name = None
-    _names[ifindex] = (name, now)
-    return name
+    return _remembered(_names, ifindex, socket.if_indextoname, None)
 
 
 def index_of(name: str) -> int:
     """The interface's index, 0 when there is none by that name."""
-    now = now_us()
-    hit = _indexes.get(name)
-    if hit is not None and now - hit[1] < REFRESH_US:
-        return hit[0]
-    try:
-        ifindex = socket.if_nametoindex(name)
-    except OSError:
-        ifindex = 0
-    _indexes[name] = (ifindex, now)
-    return ifindex
+    return _remembered(_indexes, name, socket.if_nametoindex, 0)
