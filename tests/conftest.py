@@ -19,12 +19,37 @@ from harness.capture import Capture
 from harness.engine import EngineProcess
 from harness.frr import Frr
 from harness.netns import Namespace, Topology
+from harness.witness import Inconclusive, Judge, ReferenceStream, Registry
+
+# Every timing window of the session, judged against the reference stream.
+WINDOWS = Registry()
+
+
+def _inconclusive(error: BaseException | None) -> bool:
+    return isinstance(error, Inconclusive)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.path):
             item.add_marker(pytest.mark.integration)
+        # A test that judges timing windows is re-run only when a window was
+        # inconclusive (the witness stalled), never for any other failure.
+        if item.get_closest_marker("timing") is not None and "timing" not in item.fixturenames:
+            item.fixturenames.append("timing")  # type: ignore[attr-defined]
+        if "timing" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.flaky(reruns=2, condition=_inconclusive))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> object:
+    """``@pytest.mark.timing(stall_ms=…)``: the whole test body is one timing window."""
+    mark = pyfuncitem.get_closest_marker("timing")
+    if mark is None:
+        return (yield)
+    judge: Judge = pyfuncitem.funcargs["timing"]  # type: ignore[assignment]
+    with judge.window(mark.kwargs.get("name", pyfuncitem.name), stall_ms=mark.kwargs["stall_ms"]):
+        return (yield)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -47,6 +72,16 @@ def _leftovers() -> list[str]:
     return found
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not WINDOWS.records:
+        return
+    tally = ", ".join(f"{n} {verdict}" for verdict, n in WINDOWS.tally().items())
+    terminalreporter.section("timing windows")
+    for r in WINDOWS.records:
+        terminalreporter.line(r.line())
+    terminalreporter.line(f"timing windows: {tally}")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # A test run must leave nothing behind; make a leak fail the run loudly.
     if os.geteuid() != 0:
@@ -55,6 +90,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if left:
         print("\nLEFT BEHIND by this test run:\n  " + "\n  ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def reference_stream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceStream]:
+    """The kernel-paced reference stream every timing window is judged against (witness.py)."""
+    if os.geteuid() != 0:
+        pytest.fail("the reference stream needs root (network namespaces)")
+    stream = ReferenceStream(tmp_path_factory.mktemp("witness"))
+    try:
+        yield stream.start()
+    finally:
+        stream.close()
+
+
+@pytest.fixture
+def timing(request: pytest.FixtureRequest, reference_stream: ReferenceStream) -> Judge:
+    """Judge this test's timing windows: ``with timing.window(name, stall_ms=…):``."""
+    return Judge(reference_stream, WINDOWS, request.node.nodeid)
 
 
 @pytest.fixture

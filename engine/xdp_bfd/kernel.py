@@ -48,17 +48,22 @@ class KernelError(Exception):
     """The fast path cannot be set up; the message is the one line to log."""
 
 
+# The C sources are package data: every install carries the copy its Python
+# code was built with (in a source tree xdp_bfd/bpf is a symlink to the
+# repository's bpf/). A directory on disk, not a resource reader: bcc compiles
+# from files and needs -I to reach the header.
+PACKAGED_BPF_DIR = Path(__file__).parent / "bpf"
+
+
 def bpf_dir() -> Path:
-    """Where the C sources are: $XDP_BFD_BPF_DIR, the packaged copy, or the checkout."""
-    candidates = [
-        os.environ.get("XDP_BFD_BPF_DIR"),
-        "/usr/share/xdp-bfd/bpf",
-        Path(__file__).parents[2] / "bpf",
-    ]
-    for c in candidates:
-        if c and (Path(c) / "bfd_abi.h").is_file():
-            return Path(c)
-    raise KernelError("cannot find the bpf/ sources (set XDP_BFD_BPF_DIR)")
+    """Where the C sources are: $XDP_BFD_BPF_DIR if set, else the packaged copy."""
+    override = os.environ.get("XDP_BFD_BPF_DIR")
+    # An override that points nowhere is an error, not a reason to fall back:
+    # whoever set it meant another build of the programs (an experiment, a bench run).
+    where, how = (Path(override), "XDP_BFD_BPF_DIR") if override else (PACKAGED_BPF_DIR, "the package")
+    if not (where / "bfd_abi.h").is_file():
+        raise KernelError(f"cannot find the bpf/ sources: no bfd_abi.h in {where} ({how})")
+    return where
 
 
 def counter_names(header: Path) -> list[str]:

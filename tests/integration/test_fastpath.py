@@ -89,12 +89,18 @@ def fast_pair(topo, frr_factory, engine_factory, capture_factory, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["native", "generic"])
-def test_kernel_answers_the_steady_state(fast_pair, mode):
+def test_kernel_answers_the_steady_state(fast_pair, mode, timing):
     fp = fast_pair(mode=mode)
     line = fp.engine.wait_log("kernel-tx: XDP attached to veth-d")
     assert f"({mode} mode, " in line
     fp.engine.wait_log("kernel-tx: dead-man gate at 3000000us")
     before = fp.wait_offloaded()
+    # Our gaps must stay under two intervals: a stall of one interval explains a miss.
+    with timing.window(f"steady state, {mode}", stall_ms=INTERVAL_MS) as w:
+        _steady_state(fp, mode, before, w)
+
+
+def _steady_state(fp: FastPair, mode: str, before: dict, w) -> None:
     csum_errors = fp.p.snmp()
     mark = fp.cap.snapshot()[-1].ts
     wait_until(
@@ -123,6 +129,7 @@ def test_kernel_answers_the_steady_state(fast_pair, mode):
     assert {p.state for p in window} == {"up"}
     assert {p.your_discr for p in window} == {after["remote_discr"]}
     assert fp.p.snmp()["Udp.InCsumErrors"] == csum_errors["Udp.InCsumErrors"]
+    w.peer([p for p in fp.theirs(fp.cap.snapshot()) if p.ts > mark], period_ms=INTERVAL_MS)
     # RX-clocked: our gaps are the peer's, jitter and all.
     ours, theirs = (
         gap_stats(gaps_ms(window)),
@@ -133,9 +140,15 @@ def test_kernel_answers_the_steady_state(fast_pair, mode):
     assert (after["state"], after["flaps"]) == ("up", 0)
 
 
-def test_peer_poll_is_answered_by_the_kernel_and_the_rate_follows(fast_pair):
+def test_peer_poll_is_answered_by_the_kernel_and_the_rate_follows(fast_pair, timing):
     fp = fast_pair()
     before = fp.wait_offloaded()
+    # Replies every 20 ms must stay under 30: a stall of 10 ms explains a miss.
+    with timing.window("peer's Poll, rate follows", stall_ms=10) as w:
+        _poll_and_rate(fp, before, w)
+
+
+def _poll_and_rate(fp: FastPair, before: dict, w) -> None:
     # The peer asks for packets no faster than every 20 ms but keeps sending every 10.
     fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "receive-interval 20", "exit", "exit")
     poll = fp.cap.wait_for(
@@ -158,15 +171,22 @@ def test_peer_poll_is_answered_by_the_kernel_and_the_rate_follows(fast_pair):
     assert (after["state"], after["flaps"], after["kernel_tx_active"], after["tx_interval_us"]) == (
         "up", 0, True, 20_000,
     )  # fmt: skip
+    w.peer([p for p in fp.theirs(fp.cap.snapshot()) if p.ts > final.ts], period_ms=INTERVAL_MS)
     # RFC 5880 §6.8.7 in XDP: replies at least 0.75 x 20 ms apart although the peer sends every 10.
     gaps = gap_stats(gaps_ms([p for p in fp.ours(fp.cap.snapshot()) if p.ts > final.ts][1:]))
     print(f"after the Poll: {gaps}")
     assert gaps.p50 >= 15.0 and gaps.max < 30.0
 
 
-def test_asymmetric_timers_fall_back_to_userspace_tx(fast_pair):
+def test_asymmetric_timers_fall_back_to_userspace_tx(fast_pair, timing):
     fp = fast_pair()
     before = fp.wait_offloaded()
+    # A flap needs a stall of the detection time less one interval.
+    with timing.window("asymmetric timers, userspace TX", stall_ms=2 * INTERVAL_MS):
+        _asymmetric(fp, before)
+
+
+def _asymmetric(fp: FastPair, before: dict) -> None:
     # The peer now sends every 40 ms but still wants ours every 10: RX-clocking
     # could not keep up, so userspace must transmit.
     fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "transmit-interval 40", "exit", "exit")
@@ -186,26 +206,38 @@ def test_asymmetric_timers_fall_back_to_userspace_tx(fast_pair):
     assert gaps.p50 <= 10.5 and (after["state"], after["flaps"]) == ("up", 0)
 
 
-def test_peer_killed_is_detected_by_the_sweep(fast_pair):
+def test_peer_killed_is_detected_by_the_sweep(fast_pair, timing):
     fp = fast_pair()
     fp.wait_offloaded()
-    mark = fp.cap.snapshot()[-1].ts
-    fp.frr.kill("bfdd")
-    down = fp.cap.wait_for(
-        lambda p: p.ts > mark and p.src == fp.local and p.state == "down", timeout=5, what="our Down packet"
-    )
-    last = max(p.ts for p in fp.theirs(fp.cap.stop()))
-    wire_ms = (down.ts - last) * 1e3
-    s = fp.engine.session(fp.peer)
-    print(f"\ndetection: wire {wire_ms:.2f} ms, kernel {s['last_detection_us'] / 1e3:.2f} ms of silence")
-    assert down.diag == 1
-    assert 3 * INTERVAL_MS <= wire_ms + 1 <= 3 * INTERVAL_MS + SWEEP_BOUND_MS
-    assert 3 * INTERVAL_MS * 1000 < s["last_detection_us"] <= (3 * INTERVAL_MS + 5 + 2) * 1000
+    # The kernel's bound leaves 2 ms over one sweep period; judged from the
+    # peer's last packet to our Down, the only moment a stall could matter.
+    with timing.window("detection by the sweep", stall_ms=2) as w:
+        mark = fp.cap.snapshot()[-1].ts
+        fp.frr.kill("bfdd")
+        down = fp.cap.wait_for(
+            lambda p: p.ts > mark and p.src == fp.local and p.state == "down",
+            timeout=5,
+            what="our Down packet",
+        )
+        last = max(p.ts for p in fp.theirs(fp.cap.stop()))
+        w.focus(last, down.ts)
+        wire_ms = (down.ts - last) * 1e3
+        s = fp.engine.session(fp.peer)
+        print(f"\ndetection: wire {wire_ms:.2f} ms, kernel {s['last_detection_us'] / 1e3:.2f} ms of silence")
+        assert down.diag == 1
+        assert 3 * INTERVAL_MS <= wire_ms + 1 <= 3 * INTERVAL_MS + SWEEP_BOUND_MS
+        assert 3 * INTERVAL_MS * 1000 < s["last_detection_us"] <= (3 * INTERVAL_MS + 5 + 2) * 1000
 
 
-def test_sigkill_leaves_the_gate_to_close_then_restart_replaces(fast_pair):
+def test_sigkill_leaves_the_gate_to_close_then_restart_replaces(fast_pair, timing):
     fp = fast_pair(extra=("--deadman-us", "1000000"))
     fp.wait_offloaded()
+    # The peer's Down may come 10 ms past its detection time after our last reply.
+    with timing.window("dead-man gate after SIGKILL", stall_ms=10):
+        _gate_closes(fp)
+
+
+def _gate_closes(fp: FastPair) -> None:
     mark = fp.cap.snapshot()[-1].ts
     fp.engine.signal(signal.SIGKILL)
     fp.engine.wait_exit(timeout=10)
@@ -236,9 +268,15 @@ def test_sigkill_leaves_the_gate_to_close_then_restart_replaces(fast_pair):
         restarted.cleanup()
 
 
-def test_sigstop_within_the_deadman_is_invisible(fast_pair):
+def test_sigstop_within_the_deadman_is_invisible(fast_pair, timing):
     fp = fast_pair()
     fp.wait_offloaded()
+    # Our gaps must stay under two intervals: a stall of one interval explains a miss.
+    with timing.window("engine stopped, kernel answers", stall_ms=INTERVAL_MS) as w:
+        _stopped_is_invisible(fp, w)
+
+
+def _stopped_is_invisible(fp: FastPair, w) -> None:
     downs_before = fp.frr_counters()["session-down"]
     mark = fp.cap.snapshot()[-1].ts
     fp.engine.signal(signal.SIGSTOP)
@@ -252,6 +290,7 @@ def test_sigstop_within_the_deadman_is_invisible(fast_pair):
     finally:
         fp.engine.signal(signal.SIGCONT)
     stopped = [p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]
+    w.peer([p for p in fp.theirs(fp.cap.snapshot()) if p.ts > mark], period_ms=INTERVAL_MS)
     stats = gap_stats(gaps_ms(stopped))
     print(f"\nwhile stopped: {stats}")
     assert stats.max < 2 * INTERVAL_MS
@@ -262,9 +301,15 @@ def test_sigstop_within_the_deadman_is_invisible(fast_pair):
     assert not [p for p in fp.theirs(fp.cap.snapshot()) if p.ts > mark and p.state != "up"]
 
 
-def test_detection_runs_while_the_engine_is_stopped(fast_pair):
+def test_detection_runs_while_the_engine_is_stopped(fast_pair, timing):
     fp = fast_pair()
     fp.wait_offloaded()
+    # As the sweep test: 2 ms of slack over one sweep period, from the peer's last packet.
+    with timing.window("detection while the engine is stopped", stall_ms=2) as w:
+        _detect_while_stopped(fp, w)
+
+
+def _detect_while_stopped(fp: FastPair, w) -> None:
     fp.engine.signal(signal.SIGSTOP)
     try:
         mark = fp.cap.snapshot()[-1].ts
@@ -279,6 +324,8 @@ def test_detection_runs_while_the_engine_is_stopped(fast_pair):
     finally:
         fp.engine.signal(signal.SIGCONT)
     wait_until(lambda: fp.engine.session(fp.peer)["state"] == "down", timeout=5, what="engine down")
+    last = max(p.ts for p in fp.theirs(fp.cap.snapshot()))
+    w.focus(last, last + 0.037)
     s = fp.engine.session(fp.peer)
     print(f"\nkernel detection while stopped: {s['last_detection_us'] / 1e3:.2f} ms of silence")
     assert s["diag"] == "control_detection_time_expired"

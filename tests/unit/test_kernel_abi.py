@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
-from xdp_bfd.kernel import abi_constants, bpf_dir, counter_names, mapped16
+import pytest
+
+from xdp_bfd.kernel import PACKAGED_BPF_DIR, KernelError, abi_constants, bpf_dir, counter_names, mapped16
+
+REPO_BPF = Path(__file__).resolve().parents[2] / "bpf"
 
 
 def test_counter_names_come_from_the_header_in_index_order():
@@ -35,3 +40,26 @@ def test_v4_mapped_keys_keep_families_apart():
     assert mapped16(ipaddress.ip_address("fd00:bfd::1")) == ipaddress.ip_address("fd00:bfd::1").packed
     assert mapped16(None) == bytes(16)
     assert ipaddress.IPv6Address(v4).ipv4_mapped == ipaddress.ip_address("198.19.0.1")
+
+
+def test_the_sources_default_to_the_packaged_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDP_BFD_BPF_DIR", raising=False)
+    assert bpf_dir() == PACKAGED_BPF_DIR
+    names = {p.name for p in REPO_BPF.iterdir()}
+    assert {"bfd_abi.h", "maps.h", "sweep.c", "xdp_bfd.c"} <= names
+    for name in names:
+        assert (PACKAGED_BPF_DIR / name).read_bytes() == (REPO_BPF / name).read_bytes(), name
+    if PACKAGED_BPF_DIR.parent.is_relative_to(REPO_BPF.parent):
+        # Run from the checkout (editable install): the package's bpf/ is the
+        # repository's through a link, so there is one copy to edit.
+        assert PACKAGED_BPF_DIR.resolve() == REPO_BPF.resolve()
+
+
+def test_the_override_wins_and_must_hold_the_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "bfd_abi.h").write_text("/* another build */\n")
+    monkeypatch.setenv("XDP_BFD_BPF_DIR", str(tmp_path))
+    assert bpf_dir() == tmp_path
+    # Pointing nowhere is an error, not a quiet fall-back to the packaged copy.
+    monkeypatch.setenv("XDP_BFD_BPF_DIR", str(tmp_path / "missing"))
+    with pytest.raises(KernelError, match=r"no bfd_abi\.h in .*missing \(XDP_BFD_BPF_DIR\)"):
+        bpf_dir()

@@ -1,0 +1,400 @@
+"""A witness of the environment for timing verdicts, and the judge that uses it.
+
+This VM stalls everything at times (50-60 ms, kernel-answered replies
+included). A timing verdict that fails must tell "we were late" from
+"everything was late", so every timing window is measured twice: once on the
+code under test, and once on a reference that does not involve it.
+
+The reference is a kernel-paced frame stream between two namespaces of its
+own: frames queued behind a ``tbf`` qdisc on one end of a private veth pair
+leave one per :data:`PERIOD_MS` on the kernel's qdisc timer, and a capture on
+the other end timestamps them in softirq (testbed.md). No userspace process
+has to be scheduled for a frame to flow; a feeder thread only keeps a reserve
+of minutes queued, so a starved test process does not starve the stream. When
+the stream shows a gap, the kernel (or the hypervisor under it) was late, and
+so was everything else on the machine in that moment.
+
+The peer's own transmit gaps are a second witness where the peer is not the
+code under test (real FRR): a peer that went quiet explains a Down without us.
+
+A window's verdict is one of three:
+
+- pass: the body's assertions held;
+- product fault: an assertion failed and both witnesses were clean: the test
+  fails and says so;
+- inconclusive: an assertion failed while a witness stalled at least as long
+  as the window's ``stall_ms``: :class:`Inconclusive` is raised, and the test is
+  re-run (pytest-rerunfailures, only for this exception) at most twice. The
+  third inconclusive window in a row fails the test as "environment too
+  noisy", with every window's figures. It never passes.
+
+No bound is loosened anywhere: the assertions inside a window are the test's
+own; the witness only decides what a failure means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .netns import Namespace, Topology, entered
+from .wait import wait_until
+
+# Fine enough to see a stall of a few ms (a detection bound's slack), cheap
+# enough to leave running: 500 frames/s, idle gaps 1.98-2.06 ms here.
+PERIOD_MS = 2.0
+# 66 bytes on the wire (what tbf counts) at 264 kbit/s leave one per 2 ms.
+FRAME_LEN = 66
+RATE_BIT = int(FRAME_LEN * 8 * 1000 / PERIOD_MS)
+ETHERTYPE = 0x88B5  # IEEE local experimental: nothing else in these namespaces speaks it
+# Queued ahead of the kernel clock: longer than any stress a test runs, so a
+# fully starved test process (and its feeder thread) does not starve the stream.
+RESERVE_S = 75.0
+TOP_UP_S = 1.0
+ATTEMPTS = 3  # windows per test: the first one and two re-runs
+SO_SNDBUFFORCE = 32
+
+
+class Inconclusive(Exception):
+    """A timing window failed while the environment itself stalled: re-run it."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a witness saw in one window."""
+
+    seconds: float
+    frames: int
+    expected: int
+    period_ms: float
+    max_gap_ms: float
+    max_gap_at_s: float  # offset of the largest gap's end into the window
+    late_gaps: int  # gaps of more than twice the period
+
+    @property
+    def stall_ms(self) -> float:
+        """How much later than its period the stream's worst frame came."""
+        return max(0.0, self.max_gap_ms - self.period_ms)
+
+    def __str__(self) -> str:
+        return (
+            f"stall {self.stall_ms:.1f} ms (largest gap {self.max_gap_ms:.1f} ms "
+            f"at +{self.max_gap_at_s:.2f} s, period {self.period_ms:g}), "
+            f"{self.frames}/{self.expected} frames in {self.seconds:.1f} s, "
+            f"{self.late_gaps} gaps over {2 * self.period_ms:g} ms"
+        )
+
+
+def gap_figures(stamps: list[float], t0: float, t1: float, period_ms: float = PERIOD_MS) -> Figures:
+    """Largest silence between ``t0`` and ``t1`` (seconds) given the arrival stamps.
+
+    The window's edges count as arrivals: a stream that went quiet before the
+    window ended shows that silence, so a witness that stopped is never clean.
+    """
+    inside = [t for t in stamps if t0 <= t <= t1]
+    edges = [t0, *inside, t1]
+    gaps = [(b - a) * 1e3 for a, b in itertools.pairwise(edges)]
+    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    return Figures(
+        seconds=t1 - t0,
+        frames=len(inside),
+        expected=int((t1 - t0) * 1e3 / period_ms),
+        period_ms=period_ms,
+        max_gap_ms=gaps[worst],
+        max_gap_at_s=edges[worst + 1] - t0,
+        late_gaps=sum(g > 2 * period_ms for g in gaps),
+    )
+
+
+class _PcapTail:
+    """Reads the timestamps a running tcpdump -U has written so far, incrementally."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.scale, self.stamps = path, 0, 0.0, []
+
+    def poll(self) -> list[float]:
+        if not self.path.exists():
+            return self.stamps
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        off = 0
+        if self.offset == 0:
+            if len(data) < 24:
+                return self.stamps
+            magic = struct.unpack_from("<I", data)[0]
+            self.scale = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}[magic]
+            off = 24
+        while off + 16 <= len(data):
+            sec, frac, incl, _orig = struct.unpack_from("<IIII", data, off)
+            if off + 16 + incl > len(data):
+                break  # a record tcpdump is still writing
+            self.stamps.append(sec + frac * self.scale)
+            off += 16 + incl
+        self.offset += off
+        return self.stamps
+
+
+class ReferenceStream:
+    """The kernel-paced reference: one per test session, shared by every window."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.topo = Topology()
+        self.sent = 0
+        self.started = 0.0
+        self._stop = threading.Event()
+        self._feeder: threading.Thread | None = None
+        self._cap: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._tail = _PcapTail(workdir / "reference.pcap")
+        self._lock = threading.Lock()
+
+    def start(self) -> ReferenceStream:
+        a, b = self.topo.namespace("wit-a"), self.topo.namespace("wit-b")
+        with a.ipr() as ipr:
+            ipr.link("add", ifname="wit0", kind="veth", peer={"ifname": "wit1", "net_ns_fd": b.name})
+            ipr.link("set", index=ipr.link_lookup(ifname="wit0")[0], state="up")
+        with b.ipr() as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname="wit1")[0], state="up")
+        # burst of one frame: after a stall the stream resumes at its period
+        # instead of catching up, so a stall shows as one long gap.
+        a.run(["tc", "qdisc", "replace", "dev", "wit0", "root", "tbf", "rate", f"{RATE_BIT}bit",
+               "burst", str(FRAME_LEN + 34), "limit", "16000000"])  # fmt: skip
+        self._capture(b)
+        with entered(a.name):
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        # Minutes of frames sit in the qdisc charged to this socket.
+        sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 256 << 20)
+        sock.bind(("wit0", 0))
+        self._sock = sock
+        self.started = time.time()
+        self._top_up()
+        wait_until(lambda: len(self._tail.poll()) >= 3, timeout=5, what="the reference stream's first frames")
+        self._feeder = threading.Thread(target=self._feed, name="witness-feeder", daemon=True)
+        self._feeder.start()
+        return self
+
+    def _capture(self, b: Namespace) -> None:
+        self._cap = b.popen(
+            ["tcpdump", "-i", "wit1", "-n", "-U", "--immediate-mode", "-B", "16384",
+             "--time-stamp-precision=nano", "-s", "64", "-w", str(self._tail.path),
+             f"ether proto {ETHERTYPE:#x}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        assert self._cap.stderr is not None
+        deadline, line = time.monotonic() + 10, ""
+        while "listening on" not in line:
+            if time.monotonic() > deadline or self._cap.poll() is not None:
+                raise RuntimeError(f"the witness capture did not start: {line!r}")
+            line = self._cap.stderr.readline()
+
+    def _top_up(self) -> None:
+        assert self._sock is not None
+        want = int((time.time() - self.started + RESERVE_S) * 1e3 / PERIOD_MS)
+        head = b"\xff" * 6 + b"\x02\x00\x00\x00\xbf\xd1" + struct.pack("!H", ETHERTYPE)
+        with self._lock:
+            while self.sent < want:
+                self._sock.send(head + struct.pack("!Q", self.sent) + bytes(FRAME_LEN - 22))
+                self.sent += 1
+
+    def _feed(self) -> None:
+        while not self._stop.wait(TOP_UP_S):
+            self._top_up()
+
+    def alive(self) -> bool:
+        return self._cap is not None and self._cap.poll() is None
+
+    def figures(self, t0: float, t1: float, *, settle_s: float = 5.0) -> Figures:
+        """The stream between ``t0`` and ``t1`` (wall clock, as pcap stamps are).
+
+        Waits (bounded) for the capture to have written past ``t1``: after a
+        stress the capture process drains its buffer late, and a frame not yet
+        read must not look like a stall. What is still missing then counts as
+        silence.
+        """
+        if not self.alive():
+            raise RuntimeError("the witness capture died")
+        with contextlib.suppress(AssertionError):
+            wait_until(
+                lambda: (s := self._tail.poll()) and s[-1] >= t1,
+                timeout=settle_s,
+                interval=0.05,
+                what="the witness capture to pass the window's end",
+            )
+        return gap_figures(self._tail.poll(), t0, t1)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._feeder is not None:
+            self._feeder.join(timeout=5)
+        if self._cap is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._cap.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._cap.wait(timeout=5)
+            if self._cap.poll() is None:
+                self._cap.kill()
+                self._cap.wait(timeout=5)
+            if self._cap.stderr:
+                self._cap.stderr.close()
+        if self._sock is not None:
+            self._sock.close()
+        self.topo.close()
+
+
+@dataclass
+class Record:
+    """One judged window, for the session's summary."""
+
+    test: str
+    window: str
+    attempt: int
+    verdict: str  # pass | product fault | inconclusive | too noisy
+    reference: Figures
+    peer: Figures | None
+    stall_ms: float
+
+    def line(self) -> str:
+        peer = f"; peer TX {self.peer}" if self.peer else ""
+        return (
+            f"{self.verdict:<13} {self.test} [{self.window}] attempt {self.attempt}/{ATTEMPTS}: "
+            f"reference {self.reference}{peer} (inconclusive at a stall >= {self.stall_ms:g} ms)"
+        )
+
+
+@dataclass
+class Registry:
+    """Every window of the session, and each test's run of inconclusive windows."""
+
+    records: list[Record] = field(default_factory=list)
+    streak: dict[str, list[Record]] = field(default_factory=dict)
+
+    def tally(self) -> dict[str, int]:
+        out = {"pass": 0, "product fault": 0, "inconclusive": 0, "too noisy": 0}
+        for r in self.records:
+            out[r.verdict] += 1
+        return out
+
+
+class Window:
+    """One timing window: the body runs inside it; see :meth:`Judge.window`."""
+
+    def __init__(self, name: str, stall_ms: float) -> None:
+        self.name, self.stall_ms = name, stall_ms
+        self.t0 = self.t1 = 0.0
+        self.focused: tuple[float, float] | None = None
+        self._peers: list[tuple[list[float], float]] = []
+
+    def focus(self, t0: float, t1: float) -> None:
+        """Judge the witnesses only between ``t0`` and ``t1`` (wall clock, as capture stamps).
+
+        For a verdict about one moment (a detection from the peer's last
+        packet to our Down): a stall elsewhere in the window cannot explain it.
+        """
+        self.focused = (t0, t1)
+
+    def peer(self, packets: Iterable[object], *, period_ms: float) -> None:
+        """The peer's own transmissions in this window: the WirePackets of one flow.
+
+        Only for a peer that is not the code under test (real FRR): its
+        silence then explains a failure as well as a stalled machine does.
+        Call once per flow, with the interval the peer sends at; the
+        quietest flow is the one judged.
+        """
+        stamps = sorted(p.ts for p in packets)  # type: ignore[attr-defined]
+        if len(stamps) >= 2:
+            self._peers.append((stamps, period_ms))
+
+    def span(self) -> tuple[float, float]:
+        return self.focused or (self.t0, self.t1)
+
+    def peer_figures(self) -> Figures | None:
+        # Between the flow's own first and last packets: a peer the test
+        # stops on purpose is not a peer that went quiet.
+        t0, t1 = self.span()
+        figs = [
+            gap_figures(s, max(t0, s[0]), min(t1, s[-1]), period)
+            for s, period in self._peers
+            if max(t0, s[0]) < min(t1, s[-1])
+        ]
+        return max(figs, key=lambda f: f.stall_ms, default=None)
+
+
+class Judge:
+    """Judges the timing windows of one test against the session's reference stream."""
+
+    def __init__(
+        self, stream: ReferenceStream, registry: Registry, test: str, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.stream, self.registry, self.test, self.clock = stream, registry, test, clock
+
+    @property
+    def attempt(self) -> int:
+        return len(self.registry.streak.get(self.test, [])) + 1
+
+    @contextlib.contextmanager
+    def window(self, name: str, *, stall_ms: float) -> Iterator[Window]:
+        """Run the body as a timing window.
+
+        ``stall_ms``: a stall this long (a witness's frame this much later
+        than its period) could alone explain the failure: the bound the body
+        asserts less what a punctual product already uses of it (for "our
+        gaps stay under the 30 ms detection time" at 10 ms: 20 ms). An
+        AssertionError from the body (wait_until's timeouts are
+        AssertionErrors) is judged; other exceptions pass
+        through unchanged, so a broken premise (``pytest.fail``) is never
+        mistaken for lateness.
+        """
+        w = Window(name, stall_ms)
+        w.t0 = self.clock()
+        failure: AssertionError | None = None
+        try:
+            yield w
+        except AssertionError as exc:
+            failure = exc
+        w.t1 = self.clock()
+        ref = self.stream.figures(*w.span())
+        peer = w.peer_figures()
+        stalled = ref.stall_ms >= stall_ms or (peer is not None and peer.stall_ms >= stall_ms)
+
+        def record(verdict: str) -> Record:
+            r = Record(self.test, name, self.attempt, verdict, ref, peer, stall_ms)
+            self.registry.records.append(r)
+            print(f"\ntiming window: {r.line()}")
+            return r
+
+        if failure is None:
+            record("pass")
+            self.registry.streak.pop(self.test, None)
+            return
+        if not stalled:
+            r = record("product fault")
+            self.registry.streak.pop(self.test, None)
+            raise AssertionError(
+                f"PRODUCT FAULT in window '{name}': the witnesses were clean and we were late\n"
+                f"  {r.line()}\n  {failure}"
+            ) from failure
+        if self.attempt >= ATTEMPTS:
+            r = record("too noisy")
+            earlier = self.registry.streak.pop(self.test, [])
+            lines = "\n  ".join(x.line() for x in [*earlier, r])
+            raise AssertionError(
+                f"ENVIRONMENT TOO NOISY: {ATTEMPTS} inconclusive windows in a row for '{name}'; "
+                f"nothing was judged\n  {lines}\n  last failure: {failure}"
+            ) from failure
+        r = record("inconclusive")
+        self.registry.streak.setdefault(self.test, []).append(r)
+        raise Inconclusive(
+            f"INCONCLUSIVE window '{name}' (re-run follows): a witness stalled\n  {r.line()}\n  {failure}"
+        ) from failure

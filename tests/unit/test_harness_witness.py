@@ -1,0 +1,93 @@
+"""The judge's three verdicts, from stamps made up here (the real stream is tested in integration)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.witness import ATTEMPTS, PERIOD_MS, Inconclusive, Registry, gap_figures
+from harness.witness import Judge as _Judge
+
+
+def Judge(stream, registry, test):
+    """A judge whose windows last one second each, from t=1000."""
+    ticks = iter(range(1000, 10**6))
+    return _Judge(stream, registry, test, clock=lambda: float(next(ticks)))
+
+
+class Stamps:
+    """A reference stream whose arrivals the test chooses: every period, minus a hole."""
+
+    def __init__(self, hole_ms: float = 0.0) -> None:
+        self.hole_ms = hole_ms
+
+    def figures(self, t0: float, t1: float):
+        stamps, t = [], t0 + 0.001
+        hole_at = t0 + (t1 - t0) / 2
+        while t < t1:
+            stamps.append(t)
+            t += PERIOD_MS / 1e3
+            if self.hole_ms and abs(t - hole_at) < PERIOD_MS / 2e3:
+                t += self.hole_ms / 1e3
+        return gap_figures(stamps, t0, t1)
+
+
+def test_gap_figures_finds_the_hole_and_counts_the_edges():
+    stamps = [0.00, 0.01, 0.02, 0.08, 0.09]
+    f = gap_figures(stamps, 0.0, 0.10, period_ms=10)
+    seen = (f.frames, f.expected, round(f.max_gap_ms), round(f.max_gap_at_s, 2), f.late_gaps)
+    assert seen == (5, 10, 60, 0.08, 1)
+    # A stream that stopped before the window ended is not clean.
+    assert round(gap_figures(stamps, 0.0, 0.30, period_ms=10).stall_ms) == 200
+
+
+def _window(judge: Judge, fail: bool, peer=None) -> None:
+    with judge.window("w", stall_ms=30) as w:
+        if peer is not None:
+            w.peer(peer, period_ms=10)
+        assert not fail, "we were late"
+
+
+def test_pass_records_and_clears_the_streak():
+    reg = Registry()
+    _window(Judge(Stamps(), reg, "t"), fail=False)
+    assert [r.verdict for r in reg.records] == ["pass"]
+
+
+def test_a_failure_with_a_clean_witness_is_a_product_fault():
+    reg = Registry()
+    with pytest.raises(AssertionError, match=r"PRODUCT FAULT.*\n.*\n.*we were late") as exc:
+        _window(Judge(Stamps(), reg, "t"), fail=True)
+    assert not isinstance(exc.value, Inconclusive)
+    assert [r.verdict for r in reg.records] == ["product fault"]
+
+
+def test_a_failure_while_the_reference_stalled_is_inconclusive_then_too_noisy():
+    reg = Registry()
+    judge = Judge(Stamps(hole_ms=45), reg, "t")
+    for _ in range(ATTEMPTS - 1):
+        with pytest.raises(Inconclusive, match=r"stall 4[4-6]\.\d ms"):
+            _window(judge, fail=True)
+    with pytest.raises(AssertionError, match="ENVIRONMENT TOO NOISY") as exc:
+        _window(judge, fail=True)
+    assert not isinstance(exc.value, Inconclusive)
+    assert [r.verdict for r in reg.records] == ["inconclusive", "inconclusive", "too noisy"]
+    assert exc.value.args[0].count("attempt") == ATTEMPTS  # every window's figures
+
+
+def test_a_stall_shorter_than_the_bound_leaves_the_verdict_to_us():
+    reg = Registry()
+    with pytest.raises(AssertionError, match="PRODUCT FAULT"):
+        _window(Judge(Stamps(hole_ms=15), reg, "t"), fail=True)
+
+
+class P:
+    def __init__(self, ts: float) -> None:
+        self.ts = ts
+
+
+def test_a_peer_that_went_quiet_makes_it_inconclusive():
+    now = 1000.0
+    quiet = [P(now + i * 0.01) for i in range(5)] + [P(now + 0.2 + i * 0.01) for i in range(5)]
+    reg = Registry()
+    with pytest.raises(Inconclusive, match="peer TX"):
+        _window(Judge(Stamps(), reg, "t"), fail=True, peer=quiet)
