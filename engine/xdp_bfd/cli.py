@@ -10,6 +10,7 @@ import argparse
 import ctypes
 import ipaddress
 import logging
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -111,7 +112,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="xdp-bfd", description="BFD engine with an XDP fast path")
+    p = _Parser(
+        prog="xdp-bfd",
+        description="BFD engine with an XDP fast path",
+        epilog="xdp-bfd show [sessions|counters] [--json] [--pid PID]: the running engine's sessions "
+        "or counters (xdp-bfd show --help)",
+    )
     p.add_argument("local", nargs="?", help="local address of a standalone session")
     p.add_argument("peer", nargs="?", help="peer address of a standalone session")
     p.add_argument("--sessions", type=Path, metavar="FILE", help="YAML list of sessions (SIGHUP reloads)")
@@ -175,8 +181,64 @@ def set_process_name(name: bytes = b"xdp-bfd") -> None:
     libc.prctl(pr_set_name, ctypes.c_char_p(name), 0, 0, 0)
 
 
+def build_show_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="xdp-bfd show",
+        description="Ask the running engine for fresh stats (SIGUSR1) and print its sessions or counters. "
+        "The engine and its stats file are found by themselves (docs/engine.md, 'xdp-bfd show').",
+        epilog="exit status: 0 shown, 1 no fresh stats (or cannot signal or read), "
+        "2 usage or several engines without --pid, 3 no engine running",
+    )
+    p.add_argument("what", nargs="?", choices=("sessions", "counters"), default="sessions",
+                   help="sessions (the default) or counters")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print JSON: the stats document (counters: those)")
+    p.add_argument("--pid", type=_positive_int("--pid", False), help="the engine to ask, when several run")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="SEC",
+                   help="wait at most SEC seconds for the dump after the signal (default 5)")  # fmt: skip
+    return p
+
+
+def show_main(argv: list[str]) -> int:
+    """``xdp-bfd show …``: one line on stderr and a nonzero status when there is nothing fresh."""
+    try:
+        args = build_show_parser().parse_args(argv)
+        if not 0 <= args.timeout < float("inf"):  # nan and inf would wait forever
+            raise UsageError(f"--timeout must be a number of seconds ≥ 0, not {args.timeout}")
+    except UsageError as e:
+        print(f"xdp-bfd show: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    # Not an engine: `pkill -USR1 -x xdp-bfd` (offload_info, operators) must neither kill us
+    # nor count us; find_engines also skips a `show` that has not renamed itself yet.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    set_process_name(b"xdp-bfd-show")
+    import json  # noqa: PLC0415
+
+    from . import locate, show  # noqa: PLC0415
+
+    try:
+        engine = locate.engine_by_pid(args.pid) if args.pid else locate.choose(locate.find_engines())
+        where = locate.stats_location(engine)
+        doc, waited = locate.request_stats(engine, where, timeout=args.timeout)
+    except locate.LocateError as e:
+        print(f"xdp-bfd show: {e}", file=sys.stderr)
+        return e.exit_code
+    if args.json:
+        text = json.dumps(show.counters(doc) if args.what == "counters" else doc, indent=2) + "\n"
+    else:
+        origin = f"stats {where.path} ({where.source}), {waited:.2f} s after SIGUSR1"
+        text = (show.format_counters if args.what == "counters" else show.format_sessions)(doc, origin)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `xdp-bfd show | head`: not an error, and no traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["show"]:  # never an IP address, so never the LOCAL_IP of the engine's own form
+        return show_main(argv[1:])
     try:
         args = parse_args(argv)
     except UsageError as e:

@@ -2,7 +2,8 @@
 
 bfdd owns the configuration (it sends DP_ADD_SESSION / DP_DELETE_SESSION),
 the engine owns the wire: it runs the sessions, reports every state change
-and answers counters requests. Either side may listen: ``--dplane-listen``
+(and, coalesced, a peer's new timers: :data:`TIMERS_SETTLE_US`) and answers
+counters requests. Either side may listen: ``--dplane-listen``
 (bfdd ``ipv4c:``, FRR 10.1.2+/10.2.1+/10.3+) or ``--dplane-connect`` (bfdd
 ``ipv4:``/``ipv6:``/``unix:``, every release, FRR 8.4 included).
 
@@ -71,7 +72,7 @@ from .wire.errors import CodecError
 if TYPE_CHECKING:
     from .cli import DplaneAddress
     from .engine import Engine, Entry, PacketCounts
-    from .session import Session, StateChanged
+    from .session import RemoteParamsChanged, Session, StateChanged
 
 log = logging.getLogger("xdp_bfd.dplane")
 
@@ -109,6 +110,19 @@ READS_PER_WAKE = 1
 ECHOS_BEFORE_COUNTERS = 2
 
 DEFAULT_MINIMUM_TTL = 254
+
+# bfdd learns the peer's timers and multiplier only from BFD_STATE_CHANGE, so
+# without a report when they change its CLI keeps those of the last transition
+# (typically a peer's 1 s slow start). A report in the state bfdd already has
+# updates them without a transition (FRR 8.4 and 10.3, bfdd/dplane.c), but
+# bfdd sends zebra a notification for each, which zebra relays to every
+# client and the clients drop as "no state change" (lib/bfd.c). So these are
+# coalesced: the first change waits TIMERS_SETTLE_US for the rest of a Poll
+# (a peer changing TX and RX in two Polls, FRR applying two config lines),
+# the report carries the values then in force, and a session reports at most
+# once per TIMERS_REPORT_GAP_US however often its peer changes them.
+TIMERS_SETTLE_US = 200_000
+TIMERS_REPORT_GAP_US = 1_000_000
 
 
 # --- pure mapping ----------------------------------------------------------------
@@ -175,6 +189,16 @@ def same_path(a: SessionConfig, b: SessionConfig) -> bool:
     return a.interface is None or b.interface is None or a.interface == b.interface
 
 
+def remote_params(session: Session) -> tuple[int, int, int, int]:
+    """What a state change tells bfdd of the peer: desired TX, required RX, required echo RX, Detect Mult."""
+    return (
+        session.remote_desired_tx_us,
+        session.remote_min_rx_us,
+        session.remote_min_echo_rx_us,
+        session.remote_detect_mult,
+    )
+
+
 def state_change(lid: int, session: Session, state: State) -> StateChange:
     """BFD_STATE_CHANGE: our local state, the rest about the peer (bfdd stores diag as the remote one)."""
     flags = RemoteFlags(0)
@@ -224,6 +248,11 @@ class DpSession:
     cbit: bool = False
     # A state change went to bfdd since this registration (no second report needed).
     reported: bool = False
+    # The peer's values as bfdd last heard them from us (None: nothing since
+    # this registration); when a timers-only report is due, and when the last went.
+    told: tuple[int, int, int, int] | None = None
+    timers_due_us: int | None = None
+    last_timers_us: int | None = None
 
 
 @dataclass
@@ -237,6 +266,7 @@ class Registry:
     def add(self, rec: DpSession, lid: int) -> None:
         rec.lid = lid
         rec.reported = False
+        rec.told = None
         self.by_lid[lid] = rec
         self.by_discr[rec.discr] = rec
 
@@ -413,7 +443,9 @@ class Dataplane:
         self._announced = False
         self._last_dp_time = 0
         self._unix_path_made: str | None = None
+        self.timers_reports = 0
         engine.state_listeners.append(self._on_state_change)
+        engine.remote_listeners.append(self._on_remote_change)
         engine.stats_sections["dplane"] = self.stats
         engine.handover_sections["dplane"] = self.handover_doc
         engine.departures.append(self.pass_to_successor)
@@ -457,6 +489,7 @@ class Dataplane:
                 # and the state bfdd last heard (it hears nothing from the gap).
                 "lid": rec.lid,
                 "reported": rec.reported,
+                "told": list(rec.told) if rec.told is not None else None,
                 "state": int(entry.session.state) if (entry := self.engine.sessions.get(rec.discr)) else None,
             }
             for rec in self.registry.by_discr.values()
@@ -532,6 +565,9 @@ class Dataplane:
                 continue
             self.registry.add(rec, lid)
             rec.reported = bool(doc.get("reported"))
+            # An older engine does not say: None, so an Up session is reported once.
+            told = doc.get("told")
+            rec.told = tuple(told) if told is not None else None  # type: ignore[assignment]
             bound.append((rec, entry, doc.get("state")))
         listener = parcel.sockets.get("listener")
         if listener is not None:
@@ -561,11 +597,13 @@ class Dataplane:
             len(parcel.pending_out),
         )
         self.engine.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
-        # bfdd heard nothing of what changed while no engine ran: tell it now.
+        # bfdd heard nothing of what changed while no engine ran: tell it now
+        # (and the peer's timers, as the old engine would have once they settled).
         for rec, entry, told in bound:
             if entry.session.state != told:
-                rec.reported = True
-                conn.send(state_change(rec.lid, entry.session, entry.session.state))
+                self._tell(conn, rec, entry.session, entry.session.state)
+            elif entry.session.state == State.UP and remote_params(entry.session) != rec.told:
+                self._timers_changed(rec, now_us)
         conn.flush()
         if parcel.pending_in:
             try:
@@ -630,6 +668,7 @@ class Dataplane:
             "sessions": len(self.registry.by_lid),
             "held": len(self.registry.held()),
             "connections": self.connections,
+            "timers_reports": self.timers_reports,
         }
 
     # -- sockets ------------------------------------------------------------------------
@@ -967,8 +1006,7 @@ class Dataplane:
         entry = self.engine.sessions.get(rec.discr)
         if entry is None or rec.lid is None or rec.reported or entry.session.state == State.DOWN:
             return
-        rec.reported = True
-        conn.send(state_change(rec.lid, entry.session, entry.session.state))
+        self._tell(conn, rec, entry.session, entry.session.state)
 
     def _on_state_change(self, entry: Entry, ev: StateChanged) -> None:
         if entry.origin != ORIGIN or self.conn is None:
@@ -976,8 +1014,57 @@ class Dataplane:
         rec = self.registry.by_discr.get(entry.session.local_discr)
         if rec is None or rec.lid is None:
             return  # held: bfdd hears the state when it re-adds the session
+        self._tell(self.conn, rec, entry.session, ev.new)
+
+    def _tell(self, conn: Connection, rec: DpSession, session: Session, state: State) -> None:
+        assert rec.lid is not None
         rec.reported = True
-        self.conn.send(state_change(rec.lid, entry.session, ev.new))
+        rec.told = remote_params(session)
+        conn.send(state_change(rec.lid, session, state))
+
+    def _on_remote_change(self, entry: Entry, ev: RemoteParamsChanged) -> None:
+        # Not Up: the transition to Up reports the values (see _report_timers).
+        if entry.origin != ORIGIN or self.conn is None or entry.session.state != State.UP:
+            return
+        rec = self.registry.by_discr.get(entry.session.local_discr)
+        if rec is None or rec.lid is None:
+            return  # held: the registration report will carry the values
+        self._timers_changed(rec, ev.at_us)
+
+    def _timers_changed(self, rec: DpSession, now_us: int) -> None:
+        if rec.timers_due_us is not None:
+            return  # coalesced: the report due reads the values when it goes
+        due = now_us + TIMERS_SETTLE_US
+        if rec.last_timers_us is not None:
+            due = max(due, rec.last_timers_us + TIMERS_REPORT_GAP_US)
+        rec.timers_due_us = due
+        self.engine.call_at(due, lambda now: self._report_timers(rec, now))
+
+    def _report_timers(self, rec: DpSession, now_us: int) -> None:
+        """The same state again, with the peer's values now: bfdd's CLI shows the timers in force."""
+        rec.timers_due_us = None
+        conn = self.conn
+        if conn is None or rec.lid is None or self.registry.by_lid.get(rec.lid) is not rec:
+            return  # disconnected or re-registered since: a registration report follows
+        entry = self.engine.sessions.get(rec.discr)
+        # Only while Up: that is when the timers shown are the ones in force;
+        # in any other state the peer runs its slow start and the transition
+        # out of it reports fresh values anyway, so a report would only cost
+        # bfdd, zebra and every client a notification.
+        if entry is None or entry.session.state != State.UP or remote_params(entry.session) == rec.told:
+            return  # nothing bfdd does not already show (a state report went meanwhile)
+        rec.last_timers_us = now_us
+        self.timers_reports += 1
+        tx, rx, echo, mult = remote_params(entry.session)
+        log.debug(
+            "dplane: telling bfdd (id %d) the peer's timers: tx %d us, rx %d us, echo rx %d us, mult %d",
+            rec.lid,
+            tx,
+            rx,
+            echo,
+            mult,
+        )
+        self._tell(conn, rec, entry.session, State.UP)
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -1011,6 +1098,7 @@ __all__ = [
     "counters_reply",
     "echo_tx_interval_us",
     "path_of",
+    "remote_params",
     "same_path",
     "session_config",
     "state_change",

@@ -36,7 +36,7 @@ from .notify import Notifier
 from .offload import Offload
 from .sched import describe as sched_description
 from .sched import reserve as reserve_scheduling
-from .session import Rejected, Session, SessionConfig, SessionKey, StateChanged
+from .session import Rejected, RemoteParamsChanged, Session, SessionConfig, SessionKey, StateChanged
 from .stats import DIAG_NAMES, STATE_NAMES, wall_clock_of, write_atomic
 from .stats import encode as encode_stats
 from .wire.control import CodecError, State, decode_control
@@ -111,6 +111,12 @@ class Entry:
     last_detection_us: int | None = None  # silence the kernel measured at its last expiry report
     last_detection_overshoot_us: int | None = None  # ... less the detection time then in force
 
+    def __post_init__(self) -> None:
+        # Here rather than in add_session so that sessions a --pin successor
+        # recreates are watched too: the dataplane keeps bfdd's copy of the
+        # peer's timers true.
+        self.session.remote_events = True
+
 
 class Engine:
     def __init__(self, args: argparse.Namespace) -> None:
@@ -124,6 +130,8 @@ class Engine:
         self._call_seq = 0
         # Told of every state change; the dataplane reports them to bfdd.
         self.state_listeners: list[Callable[[Entry, StateChanged], None]] = []
+        # Told when a peer starts advertising other timers or another multiplier.
+        self.remote_listeners: list[Callable[[Entry, RemoteParamsChanged], None]] = []
         # Extra top-level sections of the stats JSON (the dataplane's), filled at dump time.
         self.stats_sections: dict[str, Callable[[], Any]] = {}
         self.closers: list[Callable[[], None]] = []
@@ -303,7 +311,11 @@ class Engine:
                 entry.user_tx_packets += 1
                 entry.user_tx_bytes += len(pkt)
         while (ev := s.next_event()) is not None:
-            self.on_state_change(entry, ev)
+            if isinstance(ev, StateChanged):
+                self.on_state_change(entry, ev)
+            else:
+                for listener in self.remote_listeners:
+                    listener(entry, ev)
         if self.offload is not None:
             self.offload.sync(entry)
         deadline = s.get_timer()

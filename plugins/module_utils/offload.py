@@ -21,7 +21,8 @@ import ipaddress
 import json
 import time
 
-DEFAULT_STATS_PATH = "/tmp/bfd_tx_stats.json"
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate
+
 DEFAULT_PROCESS_NAME = "xdp-bfd"
 # A session's kernel TX is "recent" when younger than this many detection times (the fast
 # path answers every peer packet, so a healthy age stays below one packet interval).
@@ -159,16 +160,24 @@ def read_stats(path):
     return doc, None
 
 
+def read_pidfile(pidfile):
+    """(pid as text, error)."""
+    try:
+        with open(pidfile) as f:
+            pid = f.read().strip()
+    except (IOError, OSError) as e:
+        return None, "cannot read pidfile %s: %s" % (pidfile, e.strerror or e)
+    if not pid.isdigit() or int(pid) <= 0:
+        return None, "pidfile %s does not hold a process id: %r" % (pidfile, pid[:40])
+    return pid, None
+
+
 def signal_engine(module, pidfile=None, process_name=DEFAULT_PROCESS_NAME):
     """Send SIGUSR1 to the engine. Returns (signal_time, argv, error)."""
     if pidfile:
-        try:
-            with open(pidfile) as f:
-                pid = f.read().strip()
-        except (IOError, OSError) as e:
-            return None, None, "cannot read pidfile %s: %s" % (pidfile, e.strerror or e)
-        if not pid.isdigit() or int(pid) <= 0:
-            return None, None, "pidfile %s does not hold a process id: %r" % (pidfile, pid[:40])
+        pid, error = read_pidfile(pidfile)
+        if error:
+            return None, None, error
         argv = [module.get_bin_path("kill", required=True), "-USR1", pid]
     else:
         argv = [module.get_bin_path("pkill", required=True), "-USR1", "-x", process_name]
@@ -184,14 +193,38 @@ def signal_engine(module, pidfile=None, process_name=DEFAULT_PROCESS_NAME):
     return signal_time, argv, None
 
 
-def collect(module, path=DEFAULT_STATS_PATH, pidfile=None, process_name=DEFAULT_PROCESS_NAME,
+def stats_location(path=None, pidfile=None, process_name=DEFAULT_PROCESS_NAME):
+    """(path as the engine names it, path to read, where it came from, error).
+
+    ``path`` given: that. Otherwise found from the running engine (module_utils/locate.py):
+    the pid file's engine, or the one process named ``process_name``.
+    """
+    if path:
+        return path, path, "path", None
+    pid = read_pidfile(pidfile)[0] if pidfile else None
+    if pidfile and pid is None:
+        pids = []  # the signal will say why; show engine.conf's last dump, if any
+    else:
+        pids = locate.engine_pids(pid, process_name)
+    found = locate.discover(pids, process_name)
+    return found["path"], found["read_path"], found["source"], found["error"]
+
+
+def collect(module, path=None, pidfile=None, process_name=DEFAULT_PROCESS_NAME,
             timeout=5.0, max_ktx_age_us=None, min_sessions=1):
     """Signal the engine, wait (bounded) for stats written after the signal, judge them.
 
-    Returns a dict: stats, offload_live, reasons, signaled, signal_command, waited.
+    ``path`` None: the stats path is found from the running engine (:func:`stats_location`).
+    Returns a dict: stats, offload_live, reasons, signaled, signal_command, waited,
+    stats_path, stats_path_from.
     """
     result = {"stats": None, "offload_live": False, "reasons": [], "signaled": False,
               "signal_command": None, "waited": 0.0}
+    stats_path, path, result["stats_path_from"], error = stats_location(path, pidfile, process_name)
+    result["stats_path"] = stats_path
+    if error:
+        result["reasons"].append(error)
+        return result
     signal_time, argv, error = signal_engine(module, pidfile, process_name)
     result["signal_command"] = argv
     if error:

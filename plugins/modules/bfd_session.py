@@ -146,9 +146,12 @@ options:
     type: int
     default: 60
   stats_path:
-    description: Stats JSON the engine writes on SIGUSR1 (for O(wait=offloaded)).
+    description:
+      - Stats JSON the engine writes on SIGUSR1 (for O(wait=offloaded)).
+      - When not given, found from the running engine as
+        O(xdp_bfd.fastpath.offload_info#module:path) describes (its command line, read through
+        C(/proc/PID/root)).
     type: path
-    default: /tmp/bfd_tx_stats.json
   engine_pidfile:
     description:
       - Pid file of the engine to signal for O(wait=offloaded); without it the engine is found
@@ -451,7 +454,7 @@ def run_module():
             save=dict(type="bool", default=False),
             wait=dict(type="str", choices=["up", "offloaded"]),
             wait_timeout=dict(type="int", default=60),
-            stats_path=dict(type="path", default=offload.DEFAULT_STATS_PATH),
+            stats_path=dict(type="path"),
             engine_pidfile=dict(type="path"),
             max_ktx_age_us=dict(type="int"),
         ),

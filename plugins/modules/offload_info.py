@@ -18,6 +18,8 @@ description:
   - Sends SIGUSR1 to the engine (C(pkill -USR1 -x xdp-bfd), or C(kill -USR1 PID) with the pid
     from O(pidfile)), waits at most O(timeout) seconds for the stats JSON at O(path) to be
     rewritten with a C(generated_at) after the signal, and returns the stats with a verdict.
+  - Without O(path), the stats file is found from the running engine itself (see O(path)), so an
+    ad-hoc run against a router deployed by the engine role needs no options.
   - The offload is live (RV(offload_live)) when all of these hold, and RV(reasons) lists each
     one that does not
   - C(kernel_tx) is true (the XDP fast path is attached);
@@ -40,9 +42,18 @@ attributes:
     support: none
 options:
   path:
-    description: Stats JSON the engine writes on SIGUSR1 (its C(--stats-dump)).
+    description:
+      - Stats JSON the engine writes on SIGUSR1 (its C(--stats-dump)), read as is.
+      - When not given, it is found from the running engine (the one in O(pidfile), else the
+        only process named O(process_name)) - the C(--stats-dump) on its command line
+        (C(/proc/PID/cmdline)), else the engine's default C(/tmp/bfd_tx_stats.json) - and read
+        through C(/proc/PID/root), so that it resolves in the engine's mount namespace (the
+        unit's C(PrivateTmp=yes) /tmp, a container's). C(/etc/xdp-bfd/engine.conf) (the engine
+        role's C(XDP_BFD_ARGS=)) is read only when the command line cannot be, or when no engine
+        runs (then the last dump there is returned as RV(stats), for the operator).
+      - When several engines run and neither O(path) nor O(pidfile) says which, nothing is
+        signalled and RV(reasons) says so.
     type: path
-    default: /tmp/bfd_tx_stats.json
   pidfile:
     description:
       - File holding the engine's process id. Without it, the engine is found by O(process_name).
@@ -89,6 +100,10 @@ EXAMPLES = r"""
     that: offload.offload_live
     fail_msg: "{{ offload.reasons | join('; ') }}"
 
+- name: Stats from a given file (read as is, not through the engine's mount namespace)
+  xdp_bfd.fastpath.offload_info:
+    path: /run/xdp-bfd/stats.json
+
 - name: An engine started with its own pid file and stats path, stricter on kernel TX age
   xdp_bfd.fastpath.offload_info:
     pidfile: /run/xdp-bfd.pid
@@ -123,6 +138,21 @@ stats:
     kernel_tx: true
     sessions_configured: 1
     sessions_up: 1
+stats_path:
+  description:
+    - The stats file as the engine names it (O(path) when given); null when several engines run
+      and none was chosen.
+  returned: always
+  type: str
+  sample: /run/xdp-bfd/stats.json
+stats_path_from:
+  description:
+    - Where RV(stats_path) came from - C(path) (the option), C(cmdline) (the engine's command
+      line), C(engine.conf) (C(/etc/xdp-bfd/engine.conf)) or C(default) (the engine's default);
+      null with RV(stats_path).
+  returned: always
+  type: str
+  sample: cmdline
 signaled:
   description: Whether the signal was delivered.
   returned: always
@@ -148,7 +178,7 @@ from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
 def run_module():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type="path", default=offload.DEFAULT_STATS_PATH),
+            path=dict(type="path"),
             pidfile=dict(type="path"),
             process_name=dict(type="str", default=offload.DEFAULT_PROCESS_NAME),
             timeout=dict(type="float", default=5),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import ipaddress
+import itertools
 import logging
 import selectors
 import socket
@@ -32,7 +33,7 @@ from xdp_bfd.dplane import (
     session_config,
 )
 from xdp_bfd.engine import PacketCounts
-from xdp_bfd.session import SessionConfig, StateChanged
+from xdp_bfd.session import RemoteParamsChanged, SessionConfig, StateChanged
 from xdp_bfd.wire.bfddp import (
     AddSession,
     CountersReply,
@@ -199,6 +200,7 @@ class FakeEngine:
     sessions: dict[int, FakeEntry] = field(default_factory=dict)
     by_key: dict[Any, int] = field(default_factory=dict)
     state_listeners: list = field(default_factory=list)
+    remote_listeners: list = field(default_factory=list)
     stats_sections: dict = field(default_factory=dict)
     handover_sections: dict = field(default_factory=dict)
     adopted_dplane: dict = field(default_factory=dict)
@@ -267,6 +269,17 @@ class FakeEngine:
             setattr(e.session, k, v)
         for fn in self.state_listeners:
             fn(e, StateChanged(old, new, Diag.NONE, 0))
+
+    def retime(self, discr: int, now: int, **remote: int) -> None:
+        """The peer's packet at ``now`` changed its timers (as the session would say)."""
+        s = self.sessions[discr].session
+        for k, v in remote.items():
+            setattr(s, k, v)
+        ev = RemoteParamsChanged(
+            s.remote_desired_tx_us, s.remote_min_rx_us, s.remote_min_echo_rx_us, s.remote_detect_mult, now
+        )
+        for fn in self.remote_listeners:
+            fn(self.sessions[discr], ev)
 
 
 class FakeConn:
@@ -505,6 +518,131 @@ def test_shutdown_registration_is_reported_as_admin_down():
     assert [m.state for m in conn.take(StateChange)] == [State.ADMIN_DOWN]
 
 
+# --- the peer's timers reach bfdd's CLI -------------------------------------------------------
+
+SETTLE, GAP = dplane.TIMERS_SETTLE_US, dplane.TIMERS_REPORT_GAP_US
+# A peer that came Up on its 1 s slow start, as the first Up report told bfdd.
+SLOW = {"remote_discr": 0xABC, "remote_desired_tx_us": 1_000_000, "remote_min_rx_us": 1_000_000}
+FAST = {"remote_desired_tx_us": 10_000, "remote_min_rx_us": 10_000}
+
+
+def up_session(lid: int = 1001) -> tuple[Dataplane, FakeEngine, FakeConn]:
+    dp, eng = dataplane()
+    conn = connect(dp)
+    feed(dp, conn, add(lid))
+    eng.change(lid, State.UP, remote_detect_mult=3, **SLOW)
+    (report,) = conn.take(StateChange)
+    assert (report.state, report.desired_tx, report.required_rx) == (State.UP, 1_000_000, 1_000_000)
+    conn.take()
+    return dp, eng, conn
+
+
+def test_new_timers_on_an_up_session_reach_bfdd_once_they_settle():
+    dp, eng, conn = up_session()
+    eng.retime(1001, 5_000_000, **FAST)
+    eng.run_calls(5_000_000 + SETTLE - 1)
+    assert conn.take() == []
+    eng.run_calls(5_000_000 + SETTLE)
+    # The state bfdd already has, so bfdd counts no transition; the peer's values as they are now.
+    assert conn.take() == [StateChange(1001, 0xABC, 0, 10_000, 10_000, 0, State.UP, 0, 3)]
+    assert dp.stats()["timers_reports"] == 1
+    eng.run_calls(60_000_000)
+    assert conn.take() == []
+
+
+def test_a_poll_and_a_second_one_behind_it_are_one_report_with_the_last_values():
+    dp, eng, conn = up_session()
+    eng.retime(1001, 5_000_000, remote_desired_tx_us=10_000)
+    eng.retime(1001, 5_050_000, remote_min_rx_us=20_000, remote_detect_mult=5)
+    eng.run_calls(5_000_000 + SETTLE)
+    (report,) = conn.take()
+    assert (report.desired_tx, report.required_rx, report.detect_mult) == (10_000, 20_000, 5)
+    assert dp.stats()["timers_reports"] == 1
+
+
+def test_a_peer_that_keeps_changing_is_reported_at_most_once_a_gap():
+    dp, eng, conn = up_session()
+    now, sent_at = 5_000_000, []
+    for i in range(400):  # a new value every 10 ms for 4 s
+        eng.retime(1001, now, remote_desired_tx_us=10_000 + i)
+        eng.run_calls(now)
+        sent_at += [now] * len(conn.take(StateChange))
+        now += 10_000
+    eng.run_calls(now + GAP)
+    sent_at += [now + GAP] * len(conn.take(StateChange))
+    assert sent_at[0] == 5_000_000 + SETTLE
+    assert all(b - a >= GAP for a, b in itertools.pairwise(sent_at)), sent_at
+    assert 4 <= len(sent_at) <= 5 and dp.stats()["timers_reports"] == len(sent_at)
+    assert eng.sessions[1001].session.remote_desired_tx_us == 10_399
+
+
+def test_no_report_when_bfdd_already_has_the_values():
+    dp, eng, conn = up_session()
+    # A state change while the report waits carries the new values itself.
+    eng.retime(1001, 5_000_000, **FAST)
+    eng.change(1001, State.DOWN)
+    eng.change(1001, State.UP)
+    assert [m.desired_tx for m in conn.take(StateChange)] == [10_000, 10_000]
+    # And a change that comes back before the report is due is no change to bfdd.
+    eng.retime(1001, 6_000_000, remote_desired_tx_us=20_000)
+    eng.retime(1001, 6_001_000, remote_desired_tx_us=10_000)
+    eng.run_calls(60_000_000)
+    assert conn.take() == [] and dp.stats()["timers_reports"] == 0
+
+
+@pytest.mark.parametrize("state", [State.DOWN, State.INIT, State.ADMIN_DOWN], ids=lambda s: s.name)
+def test_only_an_up_session_is_re_reported(state):
+    _, eng, conn = up_session()
+    eng.change(1001, state)
+    conn.take()
+    eng.retime(1001, 5_000_000, **FAST)
+    eng.run_calls(60_000_000)
+    assert conn.take() == []
+    # A report due when the session left Up: the transition told bfdd, and
+    # what the peer advertises after it is its slow start again.
+    eng.change(1001, State.UP)
+    conn.take()
+    eng.retime(1001, 61_000_000, remote_desired_tx_us=20_000)
+    eng.change(1001, state)
+    assert [m.desired_tx for m in conn.take(StateChange)] == [20_000]
+    eng.retime(1001, 61_100_000, remote_desired_tx_us=1_000_000)
+    eng.run_calls(120_000_000)
+    assert conn.take() == []
+
+
+def test_sessions_bfdd_does_not_run_or_cannot_hear_about_are_left_alone():
+    dp, eng, conn = up_session()
+    eng.add_session(session_config(add(dst=V4("198.19.9.9"))), "file", discr=5)
+    eng.change(5, State.UP)
+    eng.retime(5, 5_000_000, **FAST)
+    eng.run_calls(60_000_000)
+    assert conn.take() == []
+    # Gone before the report was due: the stale call sends nothing on the next connection.
+    eng.retime(1001, 70_000_000, **FAST)
+    dp._disconnected(conn, 70_000_001)  # type: ignore[arg-type]
+    conn = connect(dp)
+    conn.take()
+    feed(dp, conn, add(2002))
+    eng.run_calls(80_000_000)
+    assert conn.take(StateChange) == [] and dp.stats()["timers_reports"] == 0
+
+
+def test_a_held_session_re_added_tells_bfdd_the_values_in_force():
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001))
+    eng.change(1001, State.UP, remote_detect_mult=3, **SLOW)
+    dp._disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    eng.retime(1001, 1_500_000, **FAST)  # nobody to tell
+    conn = connect(dp)
+    conn.take()
+    feed(dp, conn, add(0x7777))
+    (report,) = conn.take(StateChange)
+    assert (report.lid, report.state, report.desired_tx) == (0x7777, State.UP, 10_000)
+    eng.run_calls(60_000_000)
+    assert conn.take() == [] and dp.stats()["timers_reports"] == 0
+
+
 # --- real sockets: framing, refusal, buffering -------------------------------------------------
 
 
@@ -642,6 +780,7 @@ def test_stats_section_is_the_contract_shape(listening):
         "sessions": 0,
         "held": 0,
         "connections": 0,
+        "timers_reports": 0,
     }
 
 

@@ -7,7 +7,7 @@ number of microseconds supplied by the caller (the event loop).
 from __future__ import annotations
 
 from .config import AuthConfig, SessionConfig, SessionKey
-from .events import Rejected, StateChanged
+from .events import Rejected, RemoteParamsChanged, StateChanged
 from .machine import Session
 from .timers import SLOW_TX_US
 
@@ -15,6 +15,7 @@ __all__ = [
     "SLOW_TX_US",
     "AuthConfig",
     "Rejected",
+    "RemoteParamsChanged",
     "Session",
     "SessionConfig",
     "SessionKey",

@@ -1,4 +1,4 @@
-"""What a session reports back: rejected packets and state changes."""
+"""What a session reports back: rejected packets, state changes and the peer's new parameters."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..wire.control import Diag, State
 
-__all__ = ["Rejected", "StateChanged"]
+__all__ = ["Rejected", "RemoteParamsChanged", "StateChanged"]
 
 
 class Rejected(Exception):
@@ -31,4 +31,20 @@ class StateChanged:
     old: State
     new: State
     diag: Diag
+    at_us: int
+
+
+@dataclass(frozen=True)
+class RemoteParamsChanged:
+    """The peer advertises other timers or another Detect Mult than in its previous accepted packet.
+
+    Queued (when the session's ``remote_events`` is on) from the packet that
+    changed them, before any :class:`StateChanged` the same packet causes; the
+    values are those of that packet, in µs as on the wire.
+    """
+
+    desired_min_tx_us: int
+    required_min_rx_us: int
+    required_min_echo_rx_us: int
+    detect_mult: int
     at_us: int

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ..wire.control import Auth, ControlPacket, Diag, State, encode_control, verify_auth
 from .config import SessionConfig
-from .events import Rejected, StateChanged
+from .events import Rejected, RemoteParamsChanged, StateChanged
 from .timers import SLOW_TX_US, jittered, next_sequence, sequence_in_window
 
 __all__ = ["Session"]
@@ -37,10 +37,20 @@ class Session:
     ``detection_external``
         The kernel watches for silence; the internal detection timer does not
         run and the caller reports expiry through :meth:`detection_expired`.
+
+    ``remote_events`` is for whoever mirrors the peer's values elsewhere (bfdd
+    over bfddp): while True, :meth:`next_event` also yields a
+    :class:`RemoteParamsChanged` whenever an accepted packet changes the peer's
+    timers or Detect Mult. Off by default, so a caller that wants only state
+    changes sees nothing new.
     """
 
     periodic_tx_external: bool
     detection_external: bool
+    # A class-level default rather than an attribute set in __init__: the
+    # --pin handover carries (and fingerprints) exactly the attributes a fresh
+    # session has, and a switch the engine sets on each session is not state.
+    remote_events: bool = False
 
     def __init__(
         self,
@@ -97,7 +107,7 @@ class Session:
         self._last_sent_demand = False
         self._transition_pending = False
         self._outbox: list[bytes] = []
-        self._events: deque[StateChanged] = deque()
+        self._events: deque[StateChanged | RemoteParamsChanged] = deque()
 
         # §6.8.1: bfd.XmitAuthSeq starts random; bfd.AuthSeqKnown starts at 0.
         self._xmit_seq = self._rng.getrandbits(32)
@@ -141,6 +151,8 @@ class Session:
             self._seq_known = True
         self._rx_packets += 1
         self._last_rx_us = now_us
+        if self.remote_events:
+            self._note_remote_params(pkt, now_us)
         self._remote_discr = pkt.my_discr
         self._remote_state = pkt.state
         self._remote_demand = pkt.demand
@@ -204,8 +216,8 @@ class Session:
         out, self._outbox = self._outbox, []
         return out
 
-    def next_event(self) -> StateChanged | None:
-        """The oldest undelivered state change, or None."""
+    def next_event(self) -> StateChanged | RemoteParamsChanged | None:
+        """The oldest undelivered event, or None (only StateChanged unless ``remote_events``)."""
         return self._events.popleft() if self._events else None
 
     def set_config(self, config: SessionConfig, now_us: int) -> None:
@@ -405,6 +417,20 @@ class Session:
     def _seq_known_at(self, now_us: int) -> bool:
         deadline = self._auth_seq_deadline()
         return self._seq_known and (deadline is None or now_us < deadline)
+
+    def _note_remote_params(self, pkt: ControlPacket, now_us: int) -> None:
+        # Compared with what the previous packet said, not with what anyone was
+        # told: a Poll repeats its new values until the Final, and only the
+        # first packet that carries them is news.
+        params = (pkt.desired_min_tx_us, pkt.required_min_rx_us, pkt.required_min_echo_rx_us, pkt.detect_mult)
+        known = (
+            self._remote_desired_tx_us,
+            self._remote_min_rx_us,
+            self._remote_min_echo_rx_us,
+            self._remote_detect_mult,
+        )
+        if params != known:
+            self._events.append(RemoteParamsChanged(*params, now_us))
 
     # --- §6.2 state machine ---------------------------------------------------------
 

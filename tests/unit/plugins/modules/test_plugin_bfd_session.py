@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate, offload
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import bfd_session
 from fastpath_modtest import Cmd, run_case
 from frr_fixtures import FULL, FULL_PARSED, default_peer, peer_status, peers_json, running
@@ -431,3 +431,28 @@ def test_wait_offloaded_fails_with_reasons(run_module, clock, tmp_path: Path):
     assert res.failed
     assert res["msg"] == "BFD offload not live after 0 s: no process named xdp-bfd is running"
     assert res["offload"]["offload_live"] is False
+
+
+def test_wait_offloaded_finds_the_stats_from_the_engine(run_module, clock, tmp_path: Path, monkeypatch):
+    """No stats_path: the engine's own --stats-dump (module_utils/locate.py), read through its root."""
+    proc, root = tmp_path / "proc", tmp_path / "engine-root"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "comm").write_text("xdp-bfd\n")
+    (proc / "4242" / "cmdline").write_bytes(b"/opt/xdp-bfd/venv/bin/xdp-bfd\0--stats-dump\0/tmp/s.json\0")
+    (proc / "4242" / "stat").write_text("4242 (xdp-bfd) S 1\n")
+    (proc / "4242" / "root").symlink_to(root)
+    (root / "tmp").mkdir(parents=True)
+    monkeypatch.setattr(locate, "PROC", str(proc))
+    monkeypatch.setattr(locate, "ENGINE_CONF", str(tmp_path / "engine.conf"))
+
+    def engine() -> None:
+        (root / "tmp" / "s.json").write_text(json.dumps(_stats(clock, 57)))
+
+    res = run_module(
+        bfd_session,
+        {"config": [FAST2], "wait": "offloaded"},
+        [Cmd(READ, out=running(BLOCK2_FAST)), Cmd(STATUS, out=peers_json(UP2)), Cmd(PKILL, effect=engine)],
+    )
+    assert not res.failed, res.data
+    assert res["offload"]["offload_live"] is True
+    assert (res["offload"]["stats_path"], res["offload"]["stats_path_from"]) == ("/tmp/s.json", "cmdline")

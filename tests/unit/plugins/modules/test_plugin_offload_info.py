@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate, offload
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import offload_info
 from fastpath_modtest import Cmd
 
@@ -245,3 +245,125 @@ def test_bad_parameters_fail_with_one_message(run_module, tmp_path, clock, param
     res = run_module(offload_info, dict(params), [])
     assert res.failed
     assert res["msg"].startswith(msg)
+
+
+# -- no path: found from the running engine (module_utils/locate.py) --------------------------
+
+VENV = "/opt/xdp-bfd/venv/bin"
+
+
+class FakeHost:
+    """A /proc with the given engines (each with its own root: its mount namespace) and an
+    /etc/xdp-bfd/engine.conf, both under tmp_path."""
+
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp, self.proc, self.conf = tmp, tmp / "proc", tmp / "engine.conf"
+        self.proc.mkdir()
+        monkeypatch.setattr(locate, "PROC", str(self.proc))
+        monkeypatch.setattr(locate, "ENGINE_CONF", str(self.conf))
+
+    def engine(self, pid: int, *args: str, cmdline: bool = True) -> Path:
+        d = self.proc / str(pid)
+        d.mkdir()
+        (d / "comm").write_text("xdp-bfd\n")
+        argv = [f"{VENV}/python3", f"{VENV}/xdp-bfd", *args] if cmdline else []
+        (d / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+        (d / "stat").write_text(f"{pid} (xdp-bfd) S 1\n")
+        root = self.tmp / f"root-{pid}"
+        (root / "tmp").mkdir(parents=True)
+        (d / "root").symlink_to(root)
+        (d / "cwd").symlink_to("/")
+        return root
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHost:
+    return FakeHost(tmp_path, monkeypatch)
+
+
+def test_no_path_reads_the_engines_command_line(run_module, host, clock):
+    root = host.engine(4242, "--dplane", "50700", "--stats-dump", "/tmp/xdp-bfd/stats.json")
+    (root / "tmp" / "xdp-bfd").mkdir()
+    # The engine's /tmp is its own (PrivateTmp): only its root reaches the file.
+    res = run_module(
+        offload_info, {}, [Cmd(PKILL, effect=engine_writes(root / "tmp/xdp-bfd/stats.json", clock))]
+    )
+    assert res["offload_live"] is True, res["reasons"]
+    assert (res["stats_path"], res["stats_path_from"]) == ("/tmp/xdp-bfd/stats.json", "cmdline")
+
+
+def test_no_path_with_a_pidfile_asks_that_engine(run_module, host, clock, tmp_path):
+    host.engine(4242, "--stats-dump", "/run/a.json")
+    root = host.engine(4343, "--stats-dump", "/tmp/b.json")
+    pidfile = tmp_path / "xdp-bfd.pid"
+    pidfile.write_text("4343\n")
+    kill = Cmd(["/usr/bin/kill", "-USR1", "4343"], effect=engine_writes(root / "tmp/b.json", clock))
+    res = run_module(offload_info, {"pidfile": str(pidfile)}, [kill])
+    assert res["offload_live"] is True, res["reasons"]
+    assert (res["stats_path"], res["stats_path_from"]) == ("/tmp/b.json", "cmdline")
+
+
+def test_no_path_engine_default(run_module, host, clock):
+    root = host.engine(4242, "--dplane", "50700")
+    res = run_module(
+        offload_info, {}, [Cmd(PKILL, effect=engine_writes(root / "tmp/bfd_tx_stats.json", clock))]
+    )
+    assert res["offload_live"] is True, res["reasons"]
+    assert (res["stats_path"], res["stats_path_from"]) == ("/tmp/bfd_tx_stats.json", "default")
+
+
+def test_no_path_from_engine_conf(run_module, host, clock):
+    """The command line cannot be read: the unit's arguments are in engine.conf."""
+    host.conf.write_text(
+        '# rendered by the engine role\nXDP_BFD_ARGS="--dplane 50700 --stats-dump /run/xdp-bfd/stats.json"\n'
+        'XDP_BFD_SCHED=""\n'
+    )
+    root = host.engine(4242, cmdline=False)
+    (root / "run" / "xdp-bfd").mkdir(parents=True)
+    res = run_module(
+        offload_info, {}, [Cmd(PKILL, effect=engine_writes(root / "run/xdp-bfd/stats.json", clock))]
+    )
+    assert res["offload_live"] is True, res["reasons"]
+    assert (res["stats_path"], res["stats_path_from"]) == ("/run/xdp-bfd/stats.json", "engine.conf")
+
+
+def test_no_path_none_running_shows_engine_confs_last_dump(run_module, host, clock, tmp_path):
+    last = tmp_path / "last.json"
+    last.write_text(json.dumps(doc(T0 - 3600)))
+    host.conf.write_text(f'XDP_BFD_ARGS="--dplane 50700 --stats-dump {last}"\n')
+    res = run_module(offload_info, {}, [Cmd(PKILL, rc=1)])
+    assert not res.failed
+    assert (res["signaled"], res["offload_live"]) == (False, False)
+    assert res["reasons"] == ["no process named xdp-bfd is running"]
+    assert (res["stats_path"], res["stats_path_from"]) == (str(last), "engine.conf")
+    assert res["stats"]["generated_at"] == T0 - 3600
+
+
+def test_no_path_none_running_nothing_anywhere(run_module, host, clock):
+    res = run_module(offload_info, {}, [Cmd(PKILL, rc=1)])
+    assert res["reasons"] == ["no process named xdp-bfd is running"]
+    assert (res["stats_path"], res["stats_path_from"], res["stats"]) == (
+        "/tmp/bfd_tx_stats.json",
+        "default",
+        None,
+    )
+
+
+def test_no_path_several_running_signals_nobody(run_module, host, clock):
+    host.engine(4242, "--stats-dump", "/run/a.json")
+    host.engine(4343, "--stats-dump", "/run/b.json")
+    res = run_module(offload_info, {}, [])
+    assert not res.failed
+    assert (res["signaled"], res["offload_live"], res["signal_command"]) == (False, False, None)
+    assert res["reasons"] == [
+        "2 engines named xdp-bfd are running (pids 4242, 4343): give the stats path or a pid file"
+    ]
+    assert res["stats_path"] is None
+
+
+def test_path_given_is_read_as_is(run_module, host, clock, tmp_path):
+    host.engine(4242, "--stats-dump", "/tmp/elsewhere.json")
+    path = tmp_path / "given.json"
+    res = run_module(offload_info, {"path": str(path)}, [Cmd(PKILL, effect=engine_writes(path, clock))])
+    assert res["offload_live"] is True
+    assert (res["stats_path"], res["stats_path_from"]) == (str(path), "path")
