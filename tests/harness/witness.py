@@ -310,9 +310,19 @@ class Window:
         Only for a peer that is not the code under test (real FRR): its
         silence then explains a failure as well as a stalled machine does.
         Call once per flow, with the interval the peer sends at; the
-        quietest flow is the one judged.
+        quietest flow is the one judged. Only silences that begin while the
+        peer is Up count: once it has declared us Down it sends at its slow
+        rate (1 s), and that is its answer to our lateness, not a stall.
         """
-        stamps = sorted(p.ts for p in packets)  # type: ignore[attr-defined]
+        run: list[float] = []
+        for p in sorted(packets, key=lambda x: x.ts):  # type: ignore[attr-defined]
+            run.append(p.ts)
+            if getattr(p, "state", "up") != "up":
+                self._add_run(run, period_ms)
+                run = []
+        self._add_run(run, period_ms)
+
+    def _add_run(self, stamps: list[float], period_ms: float) -> None:
         if len(stamps) >= 2:
             self._peers.append((stamps, period_ms))
 

@@ -91,3 +91,22 @@ def test_a_peer_that_went_quiet_makes_it_inconclusive():
     reg = Registry()
     with pytest.raises(Inconclusive, match="peer TX"):
         _window(Judge(Stamps(), reg, "t"), fail=True, peer=quiet)
+
+
+class S(P):
+    def __init__(self, ts: float, state: str) -> None:
+        super().__init__(ts)
+        self.state = state
+
+
+def test_the_peers_slow_rate_after_declaring_us_down_is_not_a_stall():
+    # Up every 10 ms, then Down (its answer to our silence) at the 1 s slow rate.
+    now = 1000.0
+    flow = [S(now + i * 0.01, "up") for i in range(10)] + [S(now + 0.1 + i, "down") for i in range(3)]
+    reg = Registry()
+    with pytest.raises(AssertionError, match="PRODUCT FAULT"):
+        _window(Judge(Stamps(), reg, "t"), fail=True, peer=flow)
+    # A silence that began while it was Up still counts, up to its first Down.
+    flow = [S(now + i * 0.01, "up") for i in range(10)] + [S(now + 0.2, "down"), S(now + 1.2, "down")]
+    with pytest.raises(Inconclusive, match=r"peer TX stall 10\d\.\d ms"):
+        _window(Judge(Stamps(), reg, "t"), fail=True, peer=flow)
