@@ -61,6 +61,12 @@ class StatsCollector(Collector):
                 "1 while bfdd is connected over bfddp",
                 int(bool(dp.get("connected"))),
             )
+            if "timers_reports" in dp:
+                yield CounterMetricFamily(
+                    "xdp_bfd_dplane_timers_reports",
+                    "Same-state reports that told bfdd a peer's changed timers",
+                    dp["timers_reports"],
+                )
         sched = GaugeMetricFamily(
             "xdp_bfd_sched_info", "Scheduling class of the engine loop", labels=["sched"]
         )
