@@ -9,12 +9,14 @@ prints a small table.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as dt
 import json
 import math
 import os
 import platform
 import shlex
+import struct
 import subprocess
 import sys
 import time
@@ -176,15 +178,82 @@ def sysctl_set(key: str, value: str) -> None:
     Path("/proc/sys", *key.split(".")).write_text(f"{value}\n")
 
 
+BPF_ENABLE_STATS = 32  # bpf(2) command: run-time stats on while the returned fd is open
+BPF_STATS_RUN_TIME = 0
+NR_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def enable_stats_fd() -> int | None:
+    """An fd that keeps the kernel's BPF run-time stats on for as long as it is open.
+
+    The sysctl is one machine-wide switch: another run on the machine that restores
+    ``kernel.bpf_stats_enabled=0`` while we measure would zero our windows. The kernel
+    counts this fd and the sysctl together (one static key), so with it held the stats
+    stay on whatever anyone writes to the sysctl. None where the call is refused.
+    """
+    nr = NR_BPF.get(platform.machine())
+    if nr is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(struct.pack("=I", BPF_STATS_RUN_TIME), 8)
+    fd = libc.syscall(ctypes.c_long(nr), ctypes.c_int(BPF_ENABLE_STATS), attr, ctypes.c_uint(8))
+    return fd if fd >= 0 else None
+
+
 @contextlib.contextmanager
 def bpf_stats_enabled() -> Iterator[str]:
-    """kernel.bpf_stats_enabled=1 for the body; the old value is restored whatever happens."""
+    """kernel.bpf_stats_enabled=1 for the body (and a BPF_ENABLE_STATS fd held, see
+    :func:`enable_stats_fd`); the old value is restored whatever happens."""
     old = sysctl_get("kernel.bpf_stats_enabled")
+    fd = enable_stats_fd()
     sysctl_set("kernel.bpf_stats_enabled", "1")
     try:
         yield old
     finally:
         sysctl_set("kernel.bpf_stats_enabled", old)
+        if fd is not None:
+            os.close(fd)
+
+
+# -- the environment witness -------------------------------------------------------
+# The test suite's kernel-paced reference stream (tests/harness/witness.py): when it
+# shows a gap, the machine (or the hypervisor under it) was late, and so was everything
+# else on it in that moment.
+
+
+def start_witness(workdir: Path) -> Any:
+    """A started :class:`harness.witness.ReferenceStream` writing under ``workdir``."""
+    from harness.witness import ReferenceStream  # noqa: PLC0415
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    stream = ReferenceStream(workdir)
+    try:
+        return stream.start()
+    except BaseException:
+        stream.close()
+        raise
+
+
+def witness_window(stream: Any, t0: float, t1: float) -> dict[str, Any] | None:
+    """What the reference stream saw between ``t0`` and ``t1`` (wall clock, as pcap stamps);
+    None without a stream, ``{"error": ...}`` when it could not say."""
+    if stream is None:
+        return None
+    if t1 <= t0:
+        return {"error": f"empty window ({t0:.6f} .. {t1:.6f})"}
+    try:
+        f = stream.figures(t0, t1)
+    except Exception as e:  # a witness that cannot answer must not cost the measurement
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {
+        "stall_ms": round(f.stall_ms, 3),
+        "max_gap_ms": round(f.max_gap_ms, 3),
+        "max_gap_at_s": round(f.max_gap_at_s, 3),
+        "frames": f.frames,
+        "expected": f.expected,
+        "late_gaps": f.late_gaps,
+        "period_ms": f.period_ms,
+    }
 
 
 # -- CPU accounting -------------------------------------------------------------

@@ -101,9 +101,14 @@ class Stress:
             self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
 
+    # How long stress-ng may overstay its --timeout before its group is killed: once seen, a
+    # 3 s L4 window ran 28 s (the stress-ng parent starved by its own FIFO hogs), which stretches
+    # the window and the run for nothing.
+    GRACE_S = 3.0
+
     def wait(self) -> int | None:
         try:
-            return self.proc.wait(timeout=self.seconds + 30)
+            return self.proc.wait(timeout=self.seconds + self.GRACE_S)
         except subprocess.TimeoutExpired:
             return None
         finally:
@@ -151,6 +156,9 @@ class Rig:
     work: Path
     interval_ms: int
     peer_sched: str
+    # The environment witness (harness.witness.ReferenceStream, started by the suite): every
+    # window and every detection records what it saw, so a flap can be told from the weather.
+    witness: Any = None
     stresses: list[Stress] = field(default_factory=list)
     frrs: list[Frr] = field(default_factory=list)
     engines: list[EngineProcess] = field(default_factory=list)
@@ -424,6 +432,10 @@ def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict
     ours = before + [p for p in ours_all if t0 <= p.ts <= t1] + after
     theirs = [p for p in theirs_all if t0 <= p.ts <= t1]
     gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(ours)]
+    # The peer's own cadence, a second witness (FRR under its reservation is not the code under
+    # test): gaps after an Up packet only, since a peer that declared Down sends at 1 s by design.
+    theirs_b = [p for p in theirs_all if p.ts < t0][-1:] + theirs + [p for p in theirs_all if p.ts > t1][:1]
+    peer_gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(theirs_b) if x.state == "up"]
     out: dict[str, Any] = {
         "window_s": round(t1 - t0, 3),
         "dut_packets": sum(1 for p in ours if t0 <= p.ts <= t1),
@@ -444,6 +456,10 @@ def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict
             "max": round(g.max, 3),
         }
         out["gap_survival"] = survival(gaps)
+    if peer_gaps:
+        pg = gap_stats(peer_gaps)
+        out["peer_tx_gap_ms"] = {"n": pg.n, "p50": round(pg.p50, 3), "max": round(pg.max, 3)}
+        out["peer_stall_ms"] = round(max(0.0, pg.max - rig.interval_ms), 3)
     return out
 
 
@@ -470,6 +486,7 @@ def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, An
         out["peer_flaps"] = peer1 - peer0
         out["dut_flaps"] = None if dut0 is None or dut1 is None else dut1 - dut0
         out |= wire_figures(pkts, rig, t0, t1)
+        out["witness"] = benchlib.witness_window(rig.witness, t0, t1)
         out["dut_after"] = dut.info()
     except Exception as e:  # one broken cell must not cost the rest of the run
         out["error"] = f"{type(e).__name__}: {e}"
@@ -513,12 +530,16 @@ def one_kill(rig: Rig, cap: Capture, timeout: float) -> dict[str, Any]:
     det = detection_time_ms(last_peer, last_ours[0] if last_ours else None)
     latency = (down.ts - last_peer.ts) * 1e3
     rig.peer.restart_bfdd()
+    # What the machine did between the peer's last packet and our Down: the span the latency is.
+    wit = benchlib.witness_window(rig.witness, last_peer.ts, down.ts)
     return {
         "latency_ms": round(latency, 3),
         "detection_time_ms": det,
         "overshoot_ms": round(latency - det, 3),
         "down_diag": down.diag,
         "kill_after_last_peer_ms": round((t_kill - last_peer.ts) * 1e3, 3),
+        "witness_stall_ms": (wit or {}).get("stall_ms"),
+        "witness": wit,
     }
 
 
@@ -576,6 +597,8 @@ def summarize_detection(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
             "p99": benchlib.quantile(v, 0.99),
             "max": v[-1],
         }
+    stalls = [s["witness_stall_ms"] for s in samples if s.get("witness_stall_ms") is not None]
+    out["witness_stall_ms_max"] = max(stalls) if stalls else None
     return out
 
 

@@ -7,6 +7,14 @@ Reads only ``RUN_DIR/run.json`` (written by bench/suite.py), so a run can be re-
 published later, on another machine. Publishing copies run.json to
 ``docs/benchmarks/results.json``, the table to ``results.md``, the charts next to them, and
 rewrites README.md between ``<!-- bench:results:start -->`` and ``<!-- bench:results:end -->``.
+
+A run made with ``--repeat N`` holds its runs under ``runs``: every target is then given as
+min-max across them and is met only when every run meets it; each run's own tables follow.
+
+Nothing here turns a missing figure into a number: a part or row that recorded an error shows
+that error where its figures would be, and every target it feeds is "not measured". A failure
+(a flap, a bound missed) in a window whose witness stalled long enough to explain it is shown
+as such and makes the target "not judged", never "met".
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +40,17 @@ BACKEND_LABEL = {
     "bfddp": "bfdd -> engine (bfddp)",
 }
 COLORS = {"bfdd": "#d62728", "engine-sw": "#ff7f0e", "engine-ktx": "#2ca02c", "bfddp": "#1f77b4"}
+PART_NAMES = ("ladder", "detection", "cost", "scale", "takeover")
 
 # The issue's targets, judged on the engine with --kernel-tx.
 GAP_L4_FACTOR = 1.15
 NS_PER_PACKET = 250
 OVERSHOOT_MEAN_MS = 0.5
 CPU_AT_1024_PCT = 2.0
+
+DASH = "\N{EN DASH}"  # min-max spans
+MET, NOT_MET, NOT_MEASURED, NOT_JUDGED = "met", "not met", "not measured", "not judged"
+MARK = {MET: "met", NOT_MET: "**not met**", NOT_MEASURED: "not measured", NOT_JUDGED: "not judged"}
 
 
 def _f(v: Any, digits: int = 1) -> str:
@@ -47,27 +61,152 @@ def _f(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+# -- the run(s) in a document ------------------------------------------------------
+
+
+def _runs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs of a document: every repeat of a ``--repeat N`` run, or the run itself."""
+    return list(doc["runs"]) if "runs" in doc else [doc]
+
+
 def _levels(doc: dict[str, Any]) -> list[str]:
     seen: list[str] = []
-    for c in doc.get("ladder", []):
-        if c["level"] not in seen:
-            seen.append(c["level"])
+    for r in _runs(doc):
+        for c in r.get("ladder", []):
+            if c["level"] not in seen:
+                seen.append(c["level"])
     return seen
+
+
+def _planned_levels(doc: dict[str, Any]) -> list[str]:
+    p = doc.get("params") or {}
+    levels = list(p.get("levels") or _levels(doc))
+    if p.get("soak_s") and "soak" not in levels:
+        levels.append("soak")
+    return levels
 
 
 def _cell(doc: dict[str, Any], level: str, backend: str) -> dict[str, Any] | None:
     return next((c for c in doc.get("ladder", []) if c["level"] == level and c["backend"] == backend), None)
 
 
+def _cells(doc: dict[str, Any], level: str, backend: str) -> list[dict[str, Any]]:
+    """Every run's cell for (level, backend)."""
+    return [c for r in _runs(doc) if (c := _cell(r, level, backend)) is not None]
+
+
 def _backends(doc: dict[str, Any]) -> list[str]:
     return doc.get("backends") or list(BACKEND_LABEL)
 
 
-def _flaps(c: dict[str, Any]) -> int | None:
+def _flaps(c: dict[str, Any] | None) -> int | None:
     """The worst count of Downs either end declared in the window (own counters or wire)."""
+    if not c or "error" in c:
+        return None
     vals = [c.get(k) for k in ("peer_flaps", "dut_flaps", "peer_downs_wire", "dut_downs_wire")]
     vals = [v for v in vals if v is not None]
     return max(vals) if vals else None
+
+
+def xdp_pct(st: dict[str, Any]) -> float | None:
+    """The XDP program's % of a core in a scale window; None when it was not measured (runs
+    before 2026-12-01 wrote 0.0 for a window whose run stats never moved)."""
+    if st.get("xdp_not_measured") or not st.get("xdp_packets_per_s"):
+        return None
+    return st.get("xdp_cpu_pct")
+
+
+def _parts(doc: dict[str, Any]) -> list[str]:
+    return list(doc.get("parts") or [p for p in PART_NAMES if doc.get(p)])
+
+
+def part_errors(doc: dict[str, Any]) -> dict[str, str]:
+    """A run's part-level errors (a part that stopped, the witness that did not start), by part."""
+    out: dict[str, str] = {}
+    for e in doc.get("errors", []):
+        part, _, text = str(e).partition(": ")
+        out.setdefault(part, text)
+    return out
+
+
+def run_errors(doc: dict[str, Any]) -> list[str]:
+    """Every error a document recorded, part-level and row-level, one line each: what makes the
+    suite exit non-zero (and scripts/test's bench smoke fail)."""
+    out: list[str] = []
+    runs = _runs(doc)
+    for i, r in enumerate(runs):
+        pre = f"run {i + 1}: " if "runs" in doc else ""
+        out += [f"{pre}{e}" for e in r.get("errors", [])]
+        for c in r.get("ladder", []):
+            if "error" in c:
+                out.append(f"{pre}ladder {c['level']} {c['backend']}: {c['error']}")
+        for d in r.get("detection", []):
+            if "error" in d:
+                out.append(f"{pre}detection {d['level']} {d['backend']}: {d['error']}")
+        for c in (r.get("cost") or {}).get("results", []):
+            if "error" in c:
+                out.append(f"{pre}cost {c.get('mode')}: {c['error']}")
+        sc = r.get("scale") or {}
+        for rung in [*sc.get("bfdd_rungs", []), *sc.get("rungs", [])]:
+            what = f"scale {rung.get('dut', 'engine')} {rung.get('sessions')}@{rung.get('interval_ms')}"
+            if "error" in rung:
+                out.append(f"{pre}{what}: {rung['error']}")
+            elif (rung.get("steady") or {}).get("xdp_not_measured"):
+                out.append(f"{pre}{what}: XDP % of a core not measured: {rung['steady']['xdp_not_measured']}")
+        t = r.get("takeover") or {}
+        if "error" in t:
+            out.append(f"{pre}takeover: {t['error']}")
+        # A witness that could not answer for a window leaves that window unjudgeable.
+        wits = [c.get("witness") for c in r.get("ladder", [])]
+        wits += [s.get("witness") for d in r.get("detection", []) for s in d.get("samples", [])]
+        wits += [t.get("witness"), *(x.get("witness") for x in t.get("takeovers", []))]
+        bad = [w["error"] for w in wits if isinstance(w, dict) and "error" in w]
+        if bad:
+            out.append(f"{pre}witness: no figures for {len(bad)} window(s): {bad[0]}")
+        if r.get("leftover_namespaces"):
+            out.append(f"{pre}namespaces left behind: {' '.join(r['leftover_namespaces'])}")
+    if "runs" in doc:
+        if doc.get("leftover_namespaces"):
+            out.append(f"namespaces left behind: {' '.join(doc['leftover_namespaces'])}")
+        want = doc.get("repeat", len(runs))
+        if len(runs) < want and not doc.get("interrupted"):
+            out.append(f"{len(runs)} of {want} runs recorded")
+    if doc.get("interrupted"):
+        out.append(f"interrupted: {doc['interrupted']}")
+    return out
+
+
+# -- the witness ------------------------------------------------------------------------
+
+
+def flap_stall_ms(doc: dict[str, Any]) -> float:
+    """A witness stall this long explains a flap alone: the detection time less one interval
+    (what a punctual sender already uses of it), 20 ms at 3x10 ms."""
+    interval = doc.get("interval_ms", 10)
+    return (doc.get("detect_mult", 3) - 1) * interval
+
+
+def window_stall(c: dict[str, Any]) -> tuple[float | None, str]:
+    """The worst stall either witness saw in a ladder window: (ms, which), (None, "") unknown."""
+    ref = (c.get("witness") or {}).get("stall_ms")
+    peer = c.get("peer_stall_ms")
+    known = [(v, w) for v, w in ((ref, "witness stall"), (peer, "peer TX stall")) if v is not None]
+    if not known:
+        return None, ""
+    return max(known, key=lambda x: x[0])
+
+
+def stalled(c: dict[str, Any], threshold_ms: float) -> bool:
+    ms, _ = window_stall(c)
+    return ms is not None and ms >= threshold_ms
+
+
+def flap_note(doc: dict[str, Any], c: dict[str, Any]) -> str:
+    """How a window with flaps is to be read: under a machine stall, or not."""
+    if not _flaps(c) or not stalled(c, flap_stall_ms(doc)):
+        return ""
+    ms, which = window_stall(c)
+    return f"flap under a machine stall: {which} {ms:.1f} ms"
 
 
 # -- facts ------------------------------------------------------------------------
@@ -76,9 +215,14 @@ def _flaps(c: dict[str, Any]) -> int | None:
 def durations(doc: dict[str, Any]) -> str:
     p = doc.get("params", {})
     det = ", ".join(f"{k} kills under {lv}" for lv, k in p.get("detection", []))
+    t = p.get("takeover") or {}
+    tk = f", takeover {t['takeovers']} x at {t['sessions']} sessions" if t else ""
+    n = p.get("repeat", 1)
+    reps = f", {n} runs back to back" if n > 1 else ""
     return (
-        f"profile {p.get('profile')}: {p.get('level_s')} s per level and backend, soak {p.get('soak_s')} s "
-        f"per backend, detection {det or '-'}; whole run {_f(doc.get('duration_s'), 0)} s"
+        f"profile {p.get('profile')}{reps}: {p.get('level_s')} s per level and backend, "
+        f"soak {p.get('soak_s')} s per backend, detection {det or '-'}{tk}; "
+        f"whole run {_f(doc.get('duration_s'), 0)} s"
     )
 
 
@@ -100,92 +244,402 @@ def footer(doc: dict[str, Any]) -> str:
 # -- targets ----------------------------------------------------------------------
 
 
-def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met) for the issue's figures; met is None when the run lacks the part."""
-    out: list[tuple[str, str, bool | None]] = []
-    interval = doc.get("interval_ms", 10)
-    ktx = [c for c in doc.get("ladder", []) if c["backend"] == "engine-ktx" and c["level"] != "L0"]
-    if ktx:
-        per = ", ".join(f"{c['level']} {_f(_flaps(c))}" for c in ktx)
-        ok = all(_flaps(c) == 0 and "error" not in c for c in ktx)
-        out.append(("engine --kernel-tx: 0 flaps at L1-L5 and in the soak", per, ok))
-    c4 = _cell(doc, "L4", "engine-ktx")
-    if c4 and c4.get("gap_ms"):
-        mx = c4["gap_ms"]["max"]
-        out.append(
-            (
-                f"max DUT→peer gap under L4 ≤ {GAP_L4_FACTOR} x {interval} ms",
-                f"{mx:.2f} ms ({mx / interval:.3f} x)",
-                mx <= GAP_L4_FACTOR * interval,
-            )
+@dataclass
+class Target:
+    """One target judged on one run; ``figures`` are what min-max across repeats is taken of."""
+
+    key: str
+    name: str
+    measured: str
+    verdict: str
+    why: str = ""
+    # (label, value, unit, digits); value None: not measured in this run
+    figures: list[tuple[str, float | None, str, int]] = field(default_factory=list)
+
+    def mark(self) -> str:
+        return MARK[self.verdict] + (f": {self.why}" if self.why else "")
+
+
+def _not_measured(key: str, name: str, why: str, figures: list | None = None) -> Target:
+    return Target(key, name, "-", NOT_MEASURED, why, figures or [])
+
+
+def _short(text: str, n: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _t_flaps(doc: dict[str, Any], perr: dict[str, str]) -> Target:
+    key, name = "ktx_flaps", "engine --kernel-tx: 0 flaps at L1-L5 and in the soak"
+    want = [lv for lv in _planned_levels(doc) if lv != "L0"]
+    cells = {lv: _cell(doc, lv, "engine-ktx") for lv in want}
+    figures = [(lv, _flaps(c), "", 0) for lv, c in cells.items()]
+    measured = ", ".join(
+        f"{lv} " + ("error" if c and "error" in c else "-" if c is None else _f(_flaps(c)))
+        for lv, c in cells.items()
+    )
+    if not want:
+        return _not_measured(key, name, "no stress level in this run")
+    if "ladder" in perr:
+        return Target(
+            key, name, measured, NOT_MEASURED, f"the ladder stopped: {_short(perr['ladder'])}", figures
         )
-    for r in (doc.get("cost") or {}).get("results", []):
+    broken = [lv for lv, c in cells.items() if c is None or "error" in c]
+    if broken:
+        first = cells[broken[0]]
+        why = f"no figure at {', '.join(broken)}" + (f" ({_short(first['error'])})" if first else "")
+        return Target(key, name, measured, NOT_MEASURED, why, figures)
+    flapped = [c for c in cells.values() if _flaps(c)]
+    clean = [c for c in flapped if not stalled(c, flap_stall_ms(doc))]
+    if clean:
+        return Target(key, name, measured, NOT_MET, "", figures)
+    if flapped:
+        worst = max(window_stall(c)[0] or 0 for c in flapped)
+        why = f"machine stalled in {len(flapped)} window(s) with flaps (stall up to {worst:.1f} ms)"
+        return Target(key, name, measured, NOT_JUDGED, why, figures)
+    return Target(key, name, measured, MET, "", figures)
+
+
+def _t_gap_l4(doc: dict[str, Any], perr: dict[str, str]) -> Target:
+    interval = doc.get("interval_ms", 10)
+    key, name = "ktx_gap_l4", f"max DUT→peer gap under L4 ≤ {GAP_L4_FACTOR} x {interval} ms"
+    if "L4" not in _planned_levels(doc):
+        return _not_measured(key, name, "no L4 window in this run")
+    if "ladder" in perr:
+        return _not_measured(
+            key, name, f"the ladder stopped: {_short(perr['ladder'])}", [("max", None, " ms", 2)]
+        )
+    c = _cell(doc, "L4", "engine-ktx")
+    if c is None or "error" in c or not c.get("gap_ms"):
+        why = _short(c["error"]) if c and "error" in c else "no L4 engine-ktx window"
+        return _not_measured(key, name, why, [("max", None, " ms", 2)])
+    mx = c["gap_ms"]["max"]
+    measured = f"{mx:.2f} ms ({mx / interval:.3f} x)"
+    figures = [("max", mx, " ms", 2)]
+    if mx <= GAP_L4_FACTOR * interval:
+        return Target(key, name, measured, MET, "", figures)
+    slack = (GAP_L4_FACTOR - 1) * interval
+    if stalled(c, slack):
+        ms, which = window_stall(c)
+        return Target(
+            key, name, measured, NOT_JUDGED, f"machine stalled in the window ({which} {ms:.1f} ms)", figures
+        )
+    return Target(key, name, measured, NOT_MET, "", figures)
+
+
+def _t_cost(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
+    out = []
+    modes = ((doc.get("params") or {}).get("cost") or {}).get("modes") or [
+        r.get("mode") for r in (doc.get("cost") or {}).get("results", [])
+    ]
+    results = {r.get("mode"): r for r in (doc.get("cost") or {}).get("results", [])}
+    for mode in modes:
+        key, name = f"cost_{mode}", f"≤ {NS_PER_PACKET} ns per packet ({mode} XDP)"
+        empty = [("control", None, " ns", 0), ("echo", None, " ns", 0), ("warm", None, " ns", 0)]
+        r = results.get(mode)
+        if "cost" in perr:
+            out.append(_not_measured(key, name, f"the cost part stopped: {_short(perr['cost'])}", empty))
+            continue
+        if r is None or "error" in r:
+            out.append(_not_measured(key, name, _short(r["error"]) if r else "no window in this run", empty))
+            continue
         med = r.get("median", {})
-        ctrl, echo = (med.get("control") or {}), (med.get("echo") or {})
-        v = ctrl.get("engine_ns_per_packet")
-        if v is not None:
+        ctrl = (med.get("control") or {}).get("engine_ns_per_packet")
+        echo = (med.get("echo") or {}).get("engine_ns_per_packet")
+        warm = (med.get("burst") or {}).get("engine_ns_per_packet")
+        figures = [("control", ctrl, " ns", 0), ("echo", echo, " ns", 0), ("warm", warm, " ns", 0)]
+        if ctrl is None:
+            out.append(_not_measured(key, name, "no control-path figure", figures))
+            continue
+        measured = f"control {ctrl:.0f} ns, echo {_f(echo, 0)} ns (warm: {_f(warm, 0)} ns)"
+        ok = ctrl <= NS_PER_PACKET and (echo or 0) <= NS_PER_PACKET
+        out.append(Target(key, name, measured, MET if ok else NOT_MET, "", figures))
+    return out
+
+
+def _detection_ok(
+    level: str, samples: list[dict[str, Any]], kills: int, interval: float, complete: bool
+) -> bool:
+    if not samples or not complete:
+        return False
+    ov = [s["overshoot_ms"] for s in samples]
+    if level == "L0":
+        return sum(ov) / len(ov) <= OVERSHOOT_MEAN_MS
+    return max(ov) <= interval
+
+
+def _t_detection(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
+    interval = doc.get("interval_ms", 10)
+    out = []
+    planned = (doc.get("params") or {}).get("detection") or [
+        [d["level"], d["kills"]] for d in doc.get("detection", []) if d["backend"] == "engine-ktx"
+    ]
+    for level, _kills in planned:
+        if level == "L0":
+            name = f"mean detection overshoot ≤ {OVERSHOOT_MEAN_MS} ms (idle)"
+        else:
+            name = f"detection bounded under {level} (every kill seen, overshoot ≤ 1 interval)"
+        key = f"detect_{level}"
+        empty = [("mean", None, " ms", 2), ("max", None, " ms", 2), ("kills seen", None, "", 0)]
+        d = next(
+            (x for x in doc.get("detection", []) if x["backend"] == "engine-ktx" and x["level"] == level),
+            None,
+        )
+        if "detection" in perr and d is None:
             out.append(
-                (
-                    f"≤ {NS_PER_PACKET} ns per packet ({r['mode']} XDP)",
-                    f"control {v:.0f} ns, echo {_f(echo.get('engine_ns_per_packet'), 0)} ns "
-                    f"(warm: {_f((med.get('burst') or {}).get('engine_ns_per_packet'), 0)} ns)",
-                    v <= NS_PER_PACKET and (echo.get("engine_ns_per_packet") or 0) <= NS_PER_PACKET,
-                )
+                _not_measured(key, name, f"the detection part stopped: {_short(perr['detection'])}", empty)
             )
-    det = [d for d in doc.get("detection", []) if d["backend"] == "engine-ktx"]
-    for d in det:
+            continue
+        if d is None or "error" in d:
+            out.append(_not_measured(key, name, _short(d["error"]) if d else "no engine-ktx row", empty))
+            continue
         s = d.get("summary") or {}
         ov = s.get("overshoot_ms") or {}
-        complete = s.get("n") == d["kills"]
-        seen = (
-            f"mean {_f(ov.get('mean'), 2)}, max {_f(ov.get('max'), 2)} ms, {s.get('n', 0)}/{d['kills']} kills"
-        )
-        if d["level"] == "L0":
-            ok = complete and ov.get("mean") is not None and ov["mean"] <= OVERSHOOT_MEAN_MS
-            out.append((f"mean detection overshoot ≤ {OVERSHOOT_MEAN_MS} ms (idle)", seen, ok))
+        n = s.get("n", 0)
+        measured = f"mean {_f(ov.get('mean'), 2)}, max {_f(ov.get('max'), 2)} ms, {n}/{d['kills']} kills"
+        figures = [
+            ("mean", ov.get("mean"), " ms", 2),
+            ("max", ov.get("max"), " ms", 2),
+            ("kills seen", n, "", 0),
+        ]
+        samples = d.get("samples", [])
+        complete = n == d["kills"]
+        if _detection_ok(level, samples, d["kills"], interval, complete):
+            out.append(Target(key, name, measured, MET, "", figures))
+            continue
+        # The kills whose span (last peer packet -> our Down) the witness saw stall by the bound's slack.
+        slack = OVERSHOOT_MEAN_MS if level == "L0" else interval
+        hit = [x for x in samples if (x.get("witness_stall_ms") or 0) >= slack]
+        clean = [x for x in samples if x not in hit]
+        if hit and complete and (not clean or _detection_ok(level, clean, len(clean), interval, True)):
+            worst = max(x["witness_stall_ms"] for x in hit)
+            why = (
+                f"machine stalled in {len(hit)} of {len(samples)} kills (witness stall up to {worst:.1f} ms)"
+            )
+            out.append(Target(key, name, measured, NOT_JUDGED, why, figures))
         else:
-            ok = complete and ov.get("max") is not None and ov["max"] <= interval
-            what = f"detection bounded under {d['level']} (every kill seen, overshoot ≤ 1 interval)"
-            out.append((what, seen, ok))
-    rungs = (doc.get("scale") or {}).get("rungs", [])
-    for r in rungs:
-        st = r.get("steady") or {}
-        if r["sessions"] == 4096:
-            out.append(
-                (
-                    "4096 sessions Up",
-                    f"{st.get('sessions_up')}/4096 at 3x{r['interval_ms']} ms, {st.get('flaps')} flaps",
-                    st.get("sessions_up") == 4096,
-                )
-            )
-        if r["sessions"] == 1024:
-            cpu = (st.get("engine_cpu") or {}).get("cpu_pct_sched")
-            out.append(
-                (
-                    f"≤ {CPU_AT_1024_PCT:g} % of a core at 1024 sessions",
-                    f"{_f(cpu, 2)} % at 3x{r['interval_ms']} ms",
-                    cpu is not None and cpu <= CPU_AT_1024_PCT,
-                )
-            )
+            out.append(Target(key, name, measured, NOT_MET, "", figures))
     return out
+
+
+def _planned_rungs(doc: dict[str, Any]) -> list[tuple[int, int]]:
+    text = ((doc.get("params") or {}).get("scale") or {}).get("ladder")
+    if not text:
+        return [(r["sessions"], r["interval_ms"]) for r in (doc.get("scale") or {}).get("rungs", [])]
+    out = []
+    for part in text.split(","):
+        n, _, ms = part.partition("@")
+        out.append((int(n), int(ms or 100)))
+    return out
+
+
+def _t_scale(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
+    out = []
+    rungs = {r["sessions"]: r for r in (doc.get("scale") or {}).get("rungs", [])}
+    planned = {n for n, _ in _planned_rungs(doc)}
+    specs = [
+        (
+            1024,
+            "cpu_1024",
+            f"≤ {CPU_AT_1024_PCT:g} % of a core at 1024 sessions",
+            [("userspace", None, " %", 2), ("XDP", None, " %", 2)],
+        ),
+        (4096, "up_4096", "4096 sessions Up", [("Up", None, "", 0), ("flaps", None, "", 0)]),
+    ]
+    for n, key, name, empty in specs:
+        r = rungs.get(n)
+        if n not in planned:
+            out.append(_not_measured(key, name, f"no {n}-session rung in this profile", empty))
+            continue
+        if "scale" in perr and r is None:
+            out.append(_not_measured(key, name, f"the scale part stopped: {_short(perr['scale'])}", empty))
+            continue
+        if r is None or "error" in r or not r.get("steady"):
+            out.append(
+                _not_measured(key, name, _short(r["error"]) if r and "error" in r else "no figure", empty)
+            )
+            continue
+        st = r["steady"]
+        if n == 1024:
+            cpu = (st.get("engine_cpu") or {}).get("cpu_pct_sched")
+            xdp = xdp_pct(st)
+            measured = f"userspace {_f(cpu, 2)} % at 3x{r['interval_ms']} ms (XDP program " + (
+                f"{xdp:.2f} % besides)" if xdp is not None else "not measured)"
+            )
+            figures = [("userspace", cpu, " %", 2), ("XDP", xdp, " %", 2)]
+            if cpu is None:
+                out.append(_not_measured(key, name, "no CPU figure", figures))
+            else:
+                out.append(
+                    Target(key, name, measured, MET if cpu <= CPU_AT_1024_PCT else NOT_MET, "", figures)
+                )
+        else:
+            up = st.get("sessions_up")
+            measured = f"{up}/4096 at 3x{r['interval_ms']} ms, {st.get('flaps')} flaps"
+            figures = [("Up", up, "", 0), ("flaps", st.get("flaps"), "", 0)]
+            out.append(Target(key, name, measured, MET if up == 4096 else NOT_MET, "", figures))
+    return out
+
+
+def _t_takeover(doc: dict[str, Any], perr: dict[str, str]) -> Target:
+    detect = doc.get("detect_mult", 3) * doc.get("interval_ms", 10)
+    t = doc.get("takeover") or {}
+    n = t.get("sessions") or ((doc.get("params") or {}).get("takeover") or {}).get("sessions")
+    key = "takeover_hitless"
+    name = f"--pin takeovers hitless at {n} sessions (0 peer down events, 0 flaps, worst gap < {detect:g} ms)"
+    empty = [("down events", None, "", 0), ("worst gap", None, " ms", 1), ("gone max", None, " ms", 1)]
+    if "takeover" in perr and not t:
+        return _not_measured(key, name, f"the takeover part stopped: {_short(perr['takeover'])}", empty)
+    if not t or "error" in t or "wire" not in t:
+        return _not_measured(key, name, _short(t["error"]) if "error" in t else "no figure", empty)
+    gone = [r["gone_ms"] for r in t.get("takeovers", []) if r.get("gone_ms") is not None]
+    down, flaps, gap = t.get("peer_down_events"), t.get("engine_flaps"), t["wire"].get("worst_gap_ms")
+    figures = [
+        ("down events", down, "", 0),
+        ("worst gap", gap, " ms", 1),
+        ("gone max", max(gone, default=None), " ms", 1),
+    ]
+    measured = (
+        f"{len(t.get('takeovers', []))} takeovers: {down} peer down events, {flaps} engine flaps, "
+        f"worst gap {_f(gap, 1)} ms, old engine gone "
+        f"{_f(min(gone, default=None), 1)}{DASH}{_f(max(gone, default=None), 1)} ms"
+    )
+    if down == 0 and flaps == 0 and gap is not None and gap < detect:
+        return Target(key, name, measured, MET, "", figures)
+    # Downs are judged by the witness just before them when the run says when they were; a long
+    # gap alone (or an older run) by the whole window's.
+    at_downs = bool((down or flaps) and t.get("witness_at_downs"))
+    ms = ((t["witness_at_downs"] if at_downs else t.get("witness")) or {}).get("stall_ms")
+    if ms is not None and ms >= flap_stall_ms(doc):
+        where = "just before the sessions went down" if at_downs else "in the window"
+        why = f"machine stalled {where} (witness stall {ms:.1f} ms)"
+        return Target(key, name, measured, NOT_JUDGED, why, figures)
+    return Target(key, name, measured, NOT_MET, "", figures)
+
+
+def targets(doc: dict[str, Any]) -> list[Target]:
+    """The issue's targets judged on one run; a part the run did not include has none."""
+    parts, perr = _parts(doc), part_errors(doc)
+    out: list[Target] = []
+    if "ladder" in parts and "engine-ktx" in _backends(doc):
+        out += [_t_flaps(doc, perr), _t_gap_l4(doc, perr)]
+    if "cost" in parts:
+        out += _t_cost(doc, perr)
+    if "detection" in parts and "engine-ktx" in _backends(doc):
+        out += _t_detection(doc, perr)
+    if "scale" in parts:
+        out += _t_scale(doc, perr)
+    if "takeover" in parts:
+        out.append(_t_takeover(doc, perr))
+    return out
+
+
+def _span(vals: list[float], unit: str, digits: int) -> str:
+    lo, hi = min(vals), max(vals)
+    if lo == hi:
+        return f"{_f(float(lo) if digits else lo, digits)}{unit}"
+    return f"{_f(float(lo) if digits else lo, digits)}{DASH}{_f(float(hi) if digits else hi, digits)}{unit}"
+
+
+def aggregate(per_run: list[list[Target]]) -> list[Target]:
+    """Targets across the runs of a repeated run: each figure as min-max over the runs that
+    measured it; met only when every run met it (not met if any run missed it; else not
+    measured, else not judged, naming the runs)."""
+    n = len(per_run)
+    keys: list[str] = []
+    for ts in per_run:
+        keys += [t.key for t in ts if t.key not in keys]
+    out = []
+    for key in keys:
+        ts = [next((t for t in run if t.key == key), None) for run in per_run]
+        first = next(t for t in ts if t is not None)
+        labels: list[tuple[str, str, int]] = []
+        for t in ts:
+            for label, _, unit, digits in t.figures if t else []:
+                if label not in [x[0] for x in labels]:
+                    labels.append((label, unit, digits))
+        parts = []
+        for label, unit, digits in labels:
+            vals = [v for t in ts if t for lb, v, _, _ in t.figures if lb == label and v is not None]
+            if not vals:
+                parts.append(f"{label} -")
+                continue
+            text = f"{label} {_span(vals, unit, digits)}"
+            if len(vals) < n:
+                text += f" ({len(vals)} of {n} runs)"
+            parts.append(text)
+        verdicts = [t.verdict if t else NOT_MEASURED for t in ts]
+
+        def runs_with(v: str, verdicts: list[str] = verdicts) -> list[int]:
+            return [i + 1 for i, x in enumerate(verdicts) if x == v]
+
+        if all(v == MET for v in verdicts):
+            verdict, why = MET, f"in all {n} runs"
+        else:
+            verdict = next(v for v in (NOT_MET, NOT_MEASURED, NOT_JUDGED) if v in verdicts)
+            idx = runs_with(verdict)
+            reason = next(
+                (t.why for t, v in zip(ts, verdicts, strict=True) if v == verdict and t and t.why), ""
+            )
+            why = f"in run{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))} of {n}" + (
+                f" ({reason})" if reason else ""
+            )
+        out.append(Target(key, first.name, ", ".join(parts) or "-", verdict, why, []))
+    return out
+
+
+def all_targets(doc: dict[str, Any]) -> list[Target]:
+    """The targets of a document: one run's, or every repeat's aggregated."""
+    if "runs" in doc:
+        return aggregate([targets(r) for r in doc["runs"]])
+    return targets(doc)
 
 
 # -- markdown -----------------------------------------------------------------------
 
 
 def _row(cells: list[Any]) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+    return "| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |"
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
     return [_row(head), _row(["---"] * len(head)), *(_row(r) for r in rows)]
 
 
+def _error_row(ident: list[Any], error: str, width: int) -> list[Any]:
+    """A row that recorded an error: who it is, then the error where the figures would be."""
+    return [*ident, f"**error**: {_short(error, 300)}", *[""] * (width - len(ident) - 1)]
+
+
 def targets_md(doc: dict[str, Any]) -> list[str]:
-    mark = {True: "met", False: "**not met**", None: "-"}
-    return _table(
-        ["target (engine --kernel-tx)", "measured", ""], [[t, m, mark[ok]] for t, m, ok in targets(doc)]
-    )
+    head = ["target (engine --kernel-tx)", "measured", ""]
+    if "runs" in doc:
+        head[1] = f"measured (min{DASH}max over {len(doc['runs'])} runs)"
+    return _table(head, [[t.name, t.measured, t.mark()] for t in all_targets(doc)])
+
+
+def _part_stopped(doc: dict[str, Any], part: str) -> list[str]:
+    err = part_errors(doc).get(part)
+    if not err:
+        return []
+    return [f"**The {part} part stopped with an error:** {_short(err, 400)} (its targets: not measured)", ""]
+
+
+LADDER_HEAD = [
+    "level",
+    "backend",
+    "peer flaps (FRR / wire)",
+    "DUT flaps (own / wire)",
+    "gap p50 ms",
+    "p99",
+    "p99.9",
+    "max",
+    "never sent",
+    "DUT packets / nominal",
+    "witness stall ms",
+    "peer TX max gap ms",
+    "note",
+]
 
 
 def ladder_md(doc: dict[str, Any]) -> list[str]:
@@ -195,11 +649,15 @@ def ladder_md(doc: dict[str, Any]) -> list[str]:
             c = _cell(doc, level, b)
             if c is None:
                 continue
+            ident = [level, BACKEND_LABEL.get(b, b)]
+            if "error" in c:
+                rows.append(_error_row(ident, c["error"], len(LADDER_HEAD)))
+                continue
             g = c.get("gap_ms") or {}
+            w = c.get("witness") or {}
             rows.append(
                 [
-                    level,
-                    BACKEND_LABEL.get(b, b),
+                    *ident,
                     f"{_f(c.get('peer_flaps'))} / {_f(c.get('peer_downs_wire'))}",
                     f"{_f(c.get('dut_flaps'))} / {_f(c.get('dut_downs_wire'))}",
                     _f(g.get("p50"), 2),
@@ -208,54 +666,64 @@ def ladder_md(doc: dict[str, Any]) -> list[str]:
                     _f(g.get("max"), 1),
                     _f(c.get("missing_slots")),
                     f"{_f(c.get('dut_packets'))} / {_f(c.get('nominal_dut_packets'))}",
-                    c.get("error", ""),
+                    f"witness error: {_short(w['error'], 80)}" if "error" in w else _f(w.get("stall_ms"), 1),
+                    _f((c.get("peer_tx_gap_ms") or {}).get("max"), 1),
+                    flap_note(doc, c),
                 ]
             )
-    head = [
-        "level",
-        "backend",
-        "peer flaps (FRR / wire)",
-        "DUT flaps (own / wire)",
-        "gap p50 ms",
-        "p99",
-        "p99.9",
-        "max",
-        "never sent",
-        "DUT packets / nominal",
-        "error",
-    ]
-    return _table(head, rows)
+    return [*_part_stopped(doc, "ladder"), *_table(LADDER_HEAD, rows)]
+
+
+DETECTION_HEAD = [
+    "stress",
+    "backend",
+    "kills seen",
+    "latency min / mean / p99 / max ms",
+    "overshoot (same)",
+    "witness worst stall ms",
+    "failed kills",
+]
 
 
 def detection_md(doc: dict[str, Any]) -> list[str]:
     rows = []
     for d in doc.get("detection", []):
+        ident = [d["level"], BACKEND_LABEL.get(d["backend"], d["backend"])]
+        if "error" in d:
+            rows.append(_error_row(ident, d["error"], len(DETECTION_HEAD)))
+            continue
         s = d.get("summary") or {}
         lat, ov = s.get("latency_ms") or {}, s.get("overshoot_ms") or {}
         rows.append(
             [
-                d["level"],
-                BACKEND_LABEL.get(d["backend"], d["backend"]),
+                *ident,
                 f"{s.get('n', 0)}/{d['kills']}",
                 " / ".join(_f(lat.get(k), 2) for k in ("min", "mean", "p99", "max")),
                 " / ".join(_f(ov.get(k), 2) for k in ("min", "mean", "p99", "max")),
-                "; ".join(filter(None, [d.get("error", ""), *d.get("failed", [])]))[:120],
+                _f(s.get("witness_stall_ms_max"), 2),
+                _short("; ".join(d.get("failed", [])), 120),
             ]
         )
-    head = [
-        "stress",
-        "backend",
-        "kills seen",
-        "latency min / mean / p99 / max ms",
-        "overshoot (same)",
-        "error",
-    ]
-    return _table(head, rows)
+    return [*_part_stopped(doc, "detection"), *_table(DETECTION_HEAD, rows)]
+
+
+COST_HEAD = [
+    "XDP mode",
+    "path",
+    "engine ns/pkt (median)",
+    "range",
+    "bare reflector ns/pkt",
+    "ratio",
+    "packets",
+]
 
 
 def cost_md(doc: dict[str, Any]) -> list[str]:
     rows = []
     for r in (doc.get("cost") or {}).get("results", []):
+        if "error" in r:
+            rows.append(_error_row([r.get("mode")], r["error"], len(COST_HEAD)))
+            continue
         for kind, med in (r.get("median") or {}).items():
             rows.append(
                 [
@@ -266,68 +734,119 @@ def cost_md(doc: dict[str, Any]) -> list[str]:
                         "burst": "echo, warm",
                     }[kind],
                     _f(med.get("engine_ns_per_packet"), 0),
-                    f"{_f(med.get('engine_min'), 0)}-{_f(med.get('engine_max'), 0)}",
+                    f"{_f(med['engine_min'], 0)}-{_f(med['engine_max'], 0)}"
+                    if med.get("engine_min") is not None and med.get("engine_max") is not None
+                    else "-",
                     _f(med.get("bare_ns_per_packet"), 0),
                     _f(med.get("engine_over_bare"), 2),
-                    med.get("packets"),
+                    _f(med.get("packets")),
                 ]
             )
-    head = [
-        "XDP mode",
-        "path",
-        "engine ns/pkt (median)",
-        "range",
-        "bare reflector ns/pkt",
-        "ratio",
-        "packets",
-    ]
-    return _table(head, rows)
+    return [*_part_stopped(doc, "cost"), *_table(COST_HEAD, rows)]
+
+
+SCALE_HEAD = [
+    "DUT",
+    "sessions",
+    "timers ms",
+    "Up",
+    "flaps",
+    "userspace CPU % of a core",
+    "XDP ns/pkt",
+    "XDP % of a core",
+    "peer late slots / resyncs",
+]
 
 
 def scale_md(doc: dict[str, Any]) -> list[str]:
     sc = doc.get("scale") or {}
     rows = []
-    for r in sc.get("bfdd_rungs", []):
-        st = r.get("steady") or {}
-        pe = st.get("peer") or {}
-        rows.append(
-            [
-                "stock bfdd",
-                r["sessions"],
-                f"3x{r['interval_ms']}",
-                f"{st.get('sessions_up')}/{r['sessions']}",
-                st.get("flaps"),
-                _f((st.get("dut_cpu") or {}).get("cpu_pct_sched"), 2),
-                "-",
-                f"{pe.get('late_slots')} / {pe.get('resyncs')}",
+    for key, label in (("bfdd_rungs", "stock bfdd"), ("rungs", "engine --kernel-tx")):
+        for r in sc.get(key, []):
+            ident = [label, r["sessions"], f"3x{r['interval_ms']}"]
+            if "error" in r:
+                rows.append(_error_row(ident, r["error"], len(SCALE_HEAD)))
+                continue
+            st = r.get("steady") or {}
+            pe = st.get("peer") or {}
+            if key == "bfdd_rungs":
+                cpu, ns, xdp = (st.get("dut_cpu") or {}).get("cpu_pct_sched"), "n/a", "n/a (no XDP)"
+            else:
+                cpu, ns = (
+                    (st.get("engine_cpu") or {}).get("cpu_pct_sched"),
+                    _f(st.get("xdp_ns_per_packet"), 0),
+                )
+                xdp = (
+                    f"not measured: {st['xdp_not_measured']}"
+                    if st.get("xdp_not_measured")
+                    else _f(xdp_pct(st), 3)
+                    if xdp_pct(st) is not None
+                    else "not measured (run stats did not move)"
+                )
+            rows.append(
+                [
+                    *ident,
+                    f"{_f(st.get('sessions_up'))}/{r['sessions']}",
+                    _f(st.get("flaps")),
+                    _f(cpu, 2),
+                    ns,
+                    xdp,
+                    f"{_f(pe.get('late_slots'))} / {_f(pe.get('resyncs'))}",
+                ]
+            )
+    return [*_part_stopped(doc, "scale"), *_table(SCALE_HEAD, rows)]
+
+
+TAKEOVER_HEAD = [
+    "sessions",
+    "takeovers",
+    "old engine gone ms min / max",
+    "request → successor serving (READY) ms min / max",
+    "peer down events",
+    "engine flaps",
+    "worst wire gap ms",
+    "witness worst stall ms",
+    "peer scheduling",
+]
+
+
+def _minmax(vals: list[float], digits: int = 1) -> str:
+    return f"{_f(min(vals), digits)} / {_f(max(vals), digits)}" if vals else "-"
+
+
+def takeover_md(doc: dict[str, Any]) -> list[str]:
+    t = doc.get("takeover") or {}
+    rows = []
+    if t:
+        planned = t.get("takeovers_planned") or (t.get("params") or {}).get("takeovers")
+        ident = [t.get("sessions") or (t.get("params") or {}).get("sessions")]
+        done = t.get("takeovers", [])
+        if "error" in t:
+            rows.append(
+                _error_row(ident, f"{t['error']} (after {len(done)} of {planned})", len(TAKEOVER_HEAD))
+            )
+        else:
+            stalls = [
+                x["witness"]["stall_ms"] for x in done if (x.get("witness") or {}).get("stall_ms") is not None
             ]
-        )
-    for r in sc.get("rungs", []):
-        st = r.get("steady") or {}
-        pe = st.get("peer") or {}
-        rows.append(
-            [
-                "engine --kernel-tx",
-                r["sessions"],
-                f"3x{r['interval_ms']}",
-                f"{st.get('sessions_up')}/{r['sessions']}",
-                st.get("flaps"),
-                _f((st.get("engine_cpu") or {}).get("cpu_pct_sched"), 2),
-                _f(st.get("xdp_cpu_pct"), 3),
-                f"{pe.get('late_slots')} / {pe.get('resyncs')}",
-            ]
-        )
-    head = [
-        "DUT",
-        "sessions",
-        "timers ms",
-        "Up",
-        "flaps",
-        "userspace CPU % of a core",
-        "XDP % of a core",
-        "peer late slots / resyncs",
-    ]
-    return _table(head, rows)
+            if (t.get("witness") or {}).get("stall_ms") is not None:
+                stalls.append(t["witness"]["stall_ms"])
+            rows.append(
+                [
+                    *ident,
+                    f"{len(done)}/{planned}",
+                    _minmax([x["gone_ms"] for x in done if x.get("gone_ms") is not None]),
+                    _minmax(
+                        [x["request_to_ready_ms"] for x in done if x.get("request_to_ready_ms") is not None]
+                    ),
+                    _f(t.get("peer_down_events")),
+                    _f(t.get("engine_flaps")),
+                    _f((t.get("wire") or {}).get("worst_gap_ms"), 1),
+                    _f(max(stalls), 1) if stalls else "-",
+                    t.get("peer_sched", "-"),
+                ]
+            )
+    return [*_part_stopped(doc, "takeover"), *_table(TAKEOVER_HEAD, rows)]
 
 
 def engine_sched_sentence(doc: dict[str, Any]) -> str:
@@ -346,25 +865,30 @@ def engine_sched_sentence(doc: dict[str, Any]) -> str:
     )
 
 
-def table_md(doc: dict[str, Any], charts: str = "") -> str:
-    lines = [
-        f"# Benchmark run {doc.get('started_at')}",
-        "",
-        f"Machine: {machine_line(doc)}.",
-        "",
-        f"Command: `{doc.get('command')}` — {durations(doc)}.",
-        "",
-        f"Peer: FRR bfdd in its own namespace, scheduling {doc.get('peer_sched', '-')}; every backend "
-        f"against it at 3x{doc.get('interval_ms')} ms, one at a time, alternated within each level. "
-        "Captured on the peer's veth with kernel timestamps. Method: docs/benchmarks.md.",
-        "",
-    ]
-    if doc.get("interrupted") or not doc.get("complete"):
-        lines += [f"**Incomplete run** ({doc.get('interrupted', 'stopped early')}).", ""]
-    lines += ["## Targets", "", *targets_md(doc), ""]
-    if doc.get("ladder"):
+def witness_sentence(doc: dict[str, Any]) -> str:
+    w = doc.get("witness") or {}
+    err = part_errors(doc).get("witness")
+    if err:
+        return f"**Witness: not running** ({_short(err, 300)}): no window below is judged against it."
+    if not w:
+        return "No witness ran in this run (made before the suite had one)."
+    return (
+        f"Witness: {w.get('what')}, one frame every {w.get('period_ms')} ms timed by the kernel; "
+        "a row's *witness stall* is how much later than its period its worst frame came in that "
+        "window (for a detection row: between the peer's last packet and our Down, worst kill). "
+        f"A flap in a window where the witness or the peer's own cadence stalled ≥ {flap_stall_ms(doc):g} ms "
+        "(the detection time less one interval) is marked *flap under a machine stall* and judged "
+        "neither clean nor a failure of ours: its target says *not judged*."
+    )
+
+
+def sections_md(doc: dict[str, Any], charts: str = "", level: str = "##") -> list[str]:
+    """One run's tables (the targets table aside)."""
+    lines: list[str] = []
+    parts = _parts(doc)
+    if "ladder" in parts or doc.get("ladder"):
         lines += [
-            "## Stress ladder",
+            f"{level} Stress ladder",
             "",
             "Levels: "
             + "; ".join(
@@ -381,16 +905,107 @@ def table_md(doc: dict[str, Any], charts: str = "") -> str:
         ]
         if "gap_survival.png" in charts:
             lines += ["![gap survival](gap_survival.png)", "", "![flaps](flaps.png)", ""]
-    if doc.get("detection"):
-        lines += ["## Detection latency", "", *detection_md(doc), ""]
+    if "detection" in parts or doc.get("detection"):
+        lines += [f"{level} Detection latency", "", *detection_md(doc), ""]
         if "detection.png" in charts:
             lines += ["![detection](detection.png)", ""]
-    if (doc.get("cost") or {}).get("results"):
-        lines += ["## Fast-path cost", "", *cost_md(doc), ""]
-    if doc.get("scale"):
-        lines += ["## Scale", "", *scale_md(doc), ""]
+    if "cost" in parts or (doc.get("cost") or {}).get("results"):
+        lines += [f"{level} Fast-path cost", "", *cost_md(doc), ""]
+    if "scale" in parts or doc.get("scale"):
+        lines += [f"{level} Scale", "", *scale_md(doc), ""]
         if "cpu_vs_sessions.png" in charts:
             lines += ["![CPU vs sessions](cpu_vs_sessions.png)", ""]
+    if "takeover" in parts or doc.get("takeover"):
+        lines += [
+            f"{level} Hitless takeover (`--pin`)",
+            "",
+            "The synthetic peer (bench/synth_peer.py) holds the sessions at "
+            f"3x{(doc.get('takeover') or {}).get('interval_ms', 10)} ms against "
+            "`xdp-bfd --kernel-tx veth-d --pin DIR`; each takeover starts a successor with the same "
+            "arguments (bench/takeover.py). *Old engine gone*: request → the old process's pidfd "
+            "readable; *request → successor serving*: its MAINPID= → READY=1.",
+            "",
+            *takeover_md(doc),
+            "",
+        ]
+    return lines
+
+
+def _header(doc: dict[str, Any]) -> list[str]:
+    return [
+        f"Machine: {machine_line(doc)}.",
+        "",
+        f"Command: `{doc.get('command')}` — {durations(doc)}.",
+        "",
+        f"Peer: FRR bfdd in its own namespace, scheduling {doc.get('peer_sched', '-')}; every backend "
+        f"against it at 3x{doc.get('interval_ms')} ms, one at a time, alternated within each level. "
+        "Captured on the peer's veth with kernel timestamps. Method: docs/benchmarks.md.",
+        "",
+        witness_sentence(doc),
+        "",
+    ]
+
+
+def _errors_md(doc: dict[str, Any]) -> list[str]:
+    errs = run_errors(doc)
+    if not errs:
+        return []
+    return ["## Errors", "", *(f"- {_short(e, 400)}" for e in errs), ""]
+
+
+def table_md(doc: dict[str, Any], charts: str = "") -> str:
+    if "runs" in doc:
+        return table_md_repeated(doc, charts)
+    lines = [f"# Benchmark run {doc.get('started_at')}", "", *_header(doc)]
+    if doc.get("interrupted") or not doc.get("complete"):
+        lines += [f"**Incomplete run** ({doc.get('interrupted', 'errors below')}).", ""]
+    lines += ["## Targets", "", *targets_md(doc), ""]
+    lines += sections_md(doc, charts)
+    lines += _errors_md(doc)
+    return "\n".join(lines)
+
+
+def table_md_repeated(doc: dict[str, Any], charts: str = "") -> str:
+    runs = doc["runs"]
+    lines = [
+        f"# Benchmark run {doc.get('started_at')}: {len(runs)} runs of profile "
+        f"{(doc.get('params') or {}).get('profile')}",
+        "",
+        # The peer and the witness are each run's own; the first run's words stand for all.
+        *_header(doc | {k: runs[0][k] for k in ("peer_sched", "witness", "errors") if k in runs[0]}),
+    ]
+    if doc.get("interrupted") or not doc.get("complete"):
+        lines += [f"**Incomplete run** ({doc.get('interrupted', 'errors below')}).", ""]
+    lines += [
+        "## Targets",
+        "",
+        f"Each figure is given as min{DASH}max over the {len(runs)} runs; a target is met only when every "
+        "run meets it.",
+        "",
+        *targets_md(doc),
+        "",
+    ]
+    if "gap_survival.png" in charts:
+        lines += ["![gap survival](gap_survival.png)", "", "![flaps](flaps.png)", ""]
+    if "detection.png" in charts:
+        lines += ["![detection](detection.png)", ""]
+    if "cpu_vs_sessions.png" in charts:
+        lines += ["![CPU vs sessions](cpu_vs_sessions.png)", ""]
+    for i, r in enumerate(runs):
+        lines += [
+            f"## Run {i + 1} of {len(runs)} ({r.get('started_at')}, load average at start "
+            f"{' '.join((r.get('machine') or {}).get('loadavg_at_start', []))}, "
+            f"{_f(r.get('duration_s'), 0)} s)",
+            "",
+            witness_sentence(r),
+            "",
+            "### Targets",
+            "",
+            *targets_md(r),
+            "",
+            *sections_md(r, "", level="###"),
+        ]
+    lines += _errors_md(doc)
     return "\n".join(lines)
 
 
@@ -416,22 +1031,25 @@ def chart_gaps(doc: dict[str, Any]) -> Any:
     interval = doc.get("interval_ms", 10)
     cols = min(4, len(levels))
     rows = (len(levels) + cols - 1) // cols
+    several = len(_runs(doc)) > 1
 
     def draw(fig: Any) -> None:
         for i, level in enumerate(levels):
             ax = fig.add_subplot(rows, cols, i + 1)
             for b in _backends(doc):
-                c = _cell(doc, level, b)
-                pts = (c or {}).get("gap_survival") or []
-                if pts:
-                    ax.step(
-                        [p[0] for p in pts],
-                        [max(p[1], 1e-5) for p in pts],
-                        where="post",
-                        color=COLORS.get(b),
-                        label=BACKEND_LABEL.get(b, b),
-                        lw=1.3,
-                    )
+                # One line per run of a repeated run, the backend's colour for all of them.
+                for k, c in enumerate(_cells(doc, level, b)):
+                    pts = c.get("gap_survival") or []
+                    if pts:
+                        ax.step(
+                            [p[0] for p in pts],
+                            [max(p[1], 1e-5) for p in pts],
+                            where="post",
+                            color=COLORS.get(b),
+                            label=BACKEND_LABEL.get(b, b) if k == 0 else None,
+                            lw=1.0 if several else 1.3,
+                            alpha=0.7 if several else 1.0,
+                        )
             ax.axvline(interval, color="grey", ls=":", lw=0.8)
             ax.axvline(3 * interval, color="black", ls="--", lw=0.8)
             ax.set_xscale("log")
@@ -444,12 +1062,14 @@ def chart_gaps(doc: dict[str, Any]) -> Any:
             ax.set_xlabel("DUT→peer gap (ms)", fontsize=8)
             ax.set_ylabel("P(gap > x)", fontsize=8)
             ax.tick_params(labelsize=7)
-            if i == 0:
+            if i == 0 and ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
 
+    runs = f", {len(_runs(doc))} runs" if several else ""
     return _figure(
         doc,
-        f"DUT→peer transmit gaps at 3x{interval} ms (survival; dotted: interval, dashed: detection time)",
+        f"DUT→peer transmit gaps at 3x{interval} ms "
+        f"(survival{runs}; dotted: interval, dashed: detection time)",
         draw,
         (4.2 * cols, 3.4 * rows + 0.8),
     )
@@ -463,39 +1083,53 @@ def chart_flaps(doc: dict[str, Any]) -> Any:
         ax = fig.add_subplot(1, 1, 1)
         w = 0.8 / len(bs)
         for j, b in enumerate(bs):
-            ys = [(_flaps(c) if (c := _cell(doc, lv, b)) else None) for lv in levels]
+            # The worst run's count, labelled min-max when runs differ.
+            per = [[f for c in _cells(doc, lv, b) if (f := _flaps(c)) is not None] for lv in levels]
+            ys = [max(v) if v else None for v in per]
             xs = [i + (j - (len(bs) - 1) / 2) * w for i in range(len(levels))]
             ax.bar(xs, [y or 0 for y in ys], w, color=COLORS.get(b), label=BACKEND_LABEL.get(b, b))
-            for x, y in zip(xs, ys, strict=True):
-                ax.text(x, (y or 0) + 0.1, _f(y), ha="center", va="bottom", fontsize=7)
+            for x, y, v in zip(xs, ys, per, strict=True):
+                text = _f(y) if not v or min(v) == max(v) else f"{min(v)}{DASH}{max(v)}"
+                ax.text(x, (y or 0) + 0.1, text, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(levels)), levels)
         ax.set_yscale("symlog", linthresh=1)
-        ax.set_ylabel("flaps in the window (worst of both ends)")
+        ax.set_ylabel(
+            "flaps in the window (worst of both ends" + (", worst run)" if len(_runs(doc)) > 1 else ")")
+        )
         ax.legend(fontsize=8)
 
     return _figure(doc, "Flaps per stress level and backend", draw, (10, 5))
 
 
+def _detections(doc: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(backend, level, samples) with every run's samples pooled, in first-seen order."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in _runs(doc):
+        for d in r.get("detection", []):
+            out.setdefault((d["backend"], d["level"]), []).extend(d.get("samples") or [])
+    return [(b, lv, s) for (b, lv), s in out.items() if s]
+
+
 def chart_detection(doc: dict[str, Any]) -> Any:
-    det = [d for d in doc.get("detection", []) if d.get("samples")]
+    det = _detections(doc)
 
     def draw(fig: Any) -> None:
         ax = fig.add_subplot(1, 1, 1)
         labels = []
-        for i, d in enumerate(det):
-            ys = [s["latency_ms"] for s in d["samples"]]
+        for i, (backend, level, samples) in enumerate(det):
+            ys = [s["latency_ms"] for s in samples]
             ax.boxplot([ys], positions=[i], widths=0.5, showfliers=False)
             ax.scatter(
                 [i + (k % 7 - 3) * 0.03 for k in range(len(ys))],
                 ys,
                 s=10,
-                color=COLORS.get(d["backend"]),
+                color=COLORS.get(backend),
                 alpha=0.8,
                 zorder=3,
             )
-            labels.append(f"{BACKEND_LABEL.get(d['backend'], d['backend'])}\n{d['level']}")
+            labels.append(f"{BACKEND_LABEL.get(backend, backend)}\n{level}")
         if det:
-            t = det[0]["samples"][0]["detection_time_ms"]
+            t = det[0][2][0]["detection_time_ms"]
             ax.axhline(t, color="black", ls="--", lw=0.8, label=f"detection time {t:g} ms")
             ax.legend(fontsize=8)
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
@@ -507,47 +1141,54 @@ def chart_detection(doc: dict[str, Any]) -> Any:
 
 
 def chart_cpu(doc: dict[str, Any]) -> Any:
-    sc = doc.get("scale") or {}
+    scs = [r.get("scale") or {} for r in _runs(doc)]
 
     def draw(fig: Any) -> None:
         ax = fig.add_subplot(1, 1, 1)
-        for key, label, color, cpu_key in (
-            ("bfdd_rungs", "stock bfdd", COLORS["bfdd"], "dut_cpu"),
-            ("rungs", "engine --kernel-tx (userspace)", COLORS["engine-ktx"], "engine_cpu"),
-        ):
-            pts = [
-                (
-                    r["sessions"],
-                    ((r.get("steady") or {}).get(cpu_key) or {}).get("cpu_pct_sched"),
-                    r["interval_ms"],
-                )
-                for r in sc.get(key, [])
-            ]
-            pts = [p for p in pts if p[1] is not None]
-            if pts:
-                ax.plot([p[0] for p in pts], [max(p[1], 1e-3) for p in pts], "o-", color=color, label=label)
-                for n, y, ms in pts:
-                    ax.annotate(
-                        f"{y:.2f}%\n3x{ms}",
-                        (n, max(y, 1e-3)),
-                        fontsize=6.5,
-                        textcoords="offset points",
-                        xytext=(4, 4),
+        for k, sc in enumerate(scs):
+            for key, label, color, cpu_key in (
+                ("bfdd_rungs", "stock bfdd", COLORS["bfdd"], "dut_cpu"),
+                ("rungs", "engine --kernel-tx (userspace)", COLORS["engine-ktx"], "engine_cpu"),
+            ):
+                pts = [
+                    (
+                        r["sessions"],
+                        ((r.get("steady") or {}).get(cpu_key) or {}).get("cpu_pct_sched"),
+                        r["interval_ms"],
                     )
-        xdp = [
-            (r["sessions"], (r.get("steady") or {}).get("xdp_cpu_pct"))
-            for r in sc.get("rungs", [])
-            if (r.get("steady") or {}).get("xdp_cpu_pct") is not None
-        ]
-        if xdp:
-            ax.plot(
-                [p[0] for p in xdp],
-                [max(p[1], 1e-3) for p in xdp],
-                "s--",
-                color=COLORS["engine-ktx"],
-                alpha=0.5,
-                label="engine: XDP program (kernel)",
-            )
+                    for r in sc.get(key, [])
+                ]
+                pts = [p for p in pts if p[1] is not None]
+                if pts:
+                    ax.plot(
+                        [p[0] for p in pts],
+                        [max(p[1], 1e-3) for p in pts],
+                        "o-",
+                        color=color,
+                        label=label if k == 0 else None,
+                    )
+                    for n, y, ms in pts if k == 0 else []:
+                        ax.annotate(
+                            f"{y:.2f}%\n3x{ms}",
+                            (n, max(y, 1e-3)),
+                            fontsize=6.5,
+                            textcoords="offset points",
+                            xytext=(4, 4),
+                        )
+            xdp = [
+                (r["sessions"], x)
+                for r in sc.get("rungs", [])
+                if (x := xdp_pct(r.get("steady") or {})) is not None
+            ]
+            if xdp:
+                ax.plot(
+                    [p[0] for p in xdp],
+                    [max(p[1], 1e-3) for p in xdp],
+                    "s--",
+                    color=COLORS["engine-ktx"],
+                    alpha=0.5,
+                    label="engine: XDP program (kernel)" if k == 0 else None,
+                )
         ax.axhline(
             CPU_AT_1024_PCT, color="grey", ls=":", lw=0.8, label=f"{CPU_AT_1024_PCT:g} % target at 1024"
         )
@@ -562,12 +1203,13 @@ def chart_cpu(doc: dict[str, Any]) -> Any:
 
 def render(run_dir: Path) -> list[Path]:
     doc = json.loads((run_dir / "run.json").read_text())
+    runs = _runs(doc)
     made: list[Path] = []
     makers = {
-        "gap_survival.png": (chart_gaps, bool(doc.get("ladder"))),
-        "flaps.png": (chart_flaps, bool(doc.get("ladder"))),
-        "detection.png": (chart_detection, any(d.get("samples") for d in doc.get("detection", []))),
-        "cpu_vs_sessions.png": (chart_cpu, bool((doc.get("scale") or {}).get("rungs"))),
+        "gap_survival.png": (chart_gaps, any(r.get("ladder") for r in runs)),
+        "flaps.png": (chart_flaps, any(r.get("ladder") for r in runs)),
+        "detection.png": (chart_detection, bool(_detections(doc))),
+        "cpu_vs_sessions.png": (chart_cpu, any((r.get("scale") or {}).get("rungs") for r in runs)),
     }
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
@@ -584,17 +1226,45 @@ def render(run_dir: Path) -> list[Path]:
     return made
 
 
-def readme_section(doc: dict[str, Any]) -> str:
-    mark = {True: "met", False: "**not met**", None: "-"}
-    rows = [[t, m, mark[ok]] for t, m, ok in targets(doc)]
-    ladder_rows = []
+def _ladder_summary(doc: dict[str, Any]) -> list[list[str]]:
+    """README's ladder table: flaps / max gap per level and backend (min-max over runs), and the
+    witness's worst stall in the level's windows; a flap under a machine stall says so."""
+    rows = []
+    thr = flap_stall_ms(doc)
     for level in _levels(doc):
         row = [level]
+        stalls: list[float] = []
         for b in _backends(doc):
-            c = _cell(doc, level, b)
-            g = (c or {}).get("gap_ms") or {}
-            row.append(f"{_f(_flaps(c)) if c else '-'} / {_f(g.get('max'), 1)}")
-        ladder_rows.append(row)
+            cells = _cells(doc, level, b)
+            flaps = [f for c in cells if (f := _flaps(c)) is not None]
+            gaps = [c["gap_ms"]["max"] for c in cells if "error" not in c and c.get("gap_ms")]
+            stalls += [ms for c in cells if (ms := window_stall(c)[0]) is not None]
+            errs = sum(1 for c in cells if "error" in c)
+            text = (
+                f"{_span(flaps, '', 0) if flaps else '-'} / {_span(gaps, '', 1) if gaps else '-'}"
+                if flaps or gaps
+                else "error"
+                if errs
+                else "-"
+            )
+            under = sum(1 for c in cells if _flaps(c) and stalled(c, thr))
+            if under:
+                text += f" (flap under a machine stall{'' if len(cells) == 1 else f' in {under} runs'})"
+            if errs and (flaps or gaps):
+                text += f" ({errs} run(s) errored)"
+            row.append(text)
+        row.append(_span(stalls, "", 1) if stalls else "-")
+        rows.append(row)
+    return rows
+
+
+def readme_section(doc: dict[str, Any]) -> str:
+    rows = [[t.name, t.measured, t.mark()] for t in all_targets(doc)]
+    runs = _runs(doc)
+    head = ["target (engine --kernel-tx)", "measured", ""]
+    if "runs" in doc:
+        head[1] = f"measured (min{DASH}max over {len(runs)} runs; met only if every run meets it)"
+    span = f" (min{DASH}max over {len(runs)} runs)" if len(runs) > 1 else ""
     lines = [
         START,
         f"Generated by `bench/report.py --publish` from the run of {doc.get('started_at')}: "
@@ -602,11 +1272,16 @@ def readme_section(doc: dict[str, Any]) -> str:
         "Full tables: [docs/benchmarks/results.md](docs/benchmarks/results.md); method: "
         "[docs/benchmarks.md](docs/benchmarks.md).",
         "",
-        *_table(["target (engine --kernel-tx)", "measured", ""], rows),
+        *_table(head, rows),
         "",
-        f"Flaps / max DUT→peer gap (ms) at 3x{doc.get('interval_ms')} ms, same FRR peer, alternated:",
+        f"Flaps / max DUT→peer gap (ms) at 3x{doc.get('interval_ms')} ms{span}, same FRR peer, alternated; "
+        "the last column is the worst stall the witness (a kernel-paced reference stream) or the peer's "
+        "own cadence showed in that level's windows:",
         "",
-        *_table(["level", *(BACKEND_LABEL.get(b, b) for b in _backends(doc))], ladder_rows),
+        *_table(
+            ["level", *(BACKEND_LABEL.get(b, b) for b in _backends(doc)), "witness worst stall ms"],
+            _ladder_summary(doc),
+        ),
         "",
         "![gap survival](docs/benchmarks/gap_survival.png)",
         END,
@@ -614,34 +1289,43 @@ def readme_section(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def publish(run_dir: Path) -> None:
+def publish(run_dir: Path, docs: Path = DOCS, readme: Path = README, *, allow_errors: bool = False) -> None:
+    """Make ``run_dir`` the committed result: ``docs`` (results.json, results.md, the charts) and
+    the results section of ``readme``. A run that recorded errors is refused unless allowed."""
     doc = json.loads((run_dir / "run.json").read_text())
+    errors = run_errors(doc)
+    if errors and not allow_errors:
+        lines = "\n  ".join(errors)
+        raise SystemExit(f"{run_dir}: not published, the run recorded {len(errors)} error(s):\n  {lines}")
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme} has no {START} … {END} markers")
     render(run_dir)
-    DOCS.mkdir(parents=True, exist_ok=True)
-    for old in DOCS.glob("*.png"):
+    docs.mkdir(parents=True, exist_ok=True)
+    for old in docs.glob("*.png"):
         old.unlink()
-    shutil.copyfile(run_dir / "run.json", DOCS / "results.json")
-    shutil.copyfile(run_dir / "table.md", DOCS / "results.md")
+    shutil.copyfile(run_dir / "run.json", docs / "results.json")
+    shutil.copyfile(run_dir / "table.md", docs / "results.md")
     for name in CHARTS:
         if (run_dir / name).exists():
-            shutil.copyfile(run_dir / name, DOCS / name)
-    text = README.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"README.md has no {START} … {END} markers")
+            shutil.copyfile(run_dir / name, docs / name)
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    README.write_text(head + readme_section(doc) + tail)
+    readme.write_text(head + readme_section(doc) + tail)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--publish", action="store_true", help="copy into docs/benchmarks/ and update README.md")
+    ap.add_argument(
+        "--allow-errors", action="store_true", help="publish even a run that recorded errors (they are shown)"
+    )
     args = ap.parse_args()
     if not (args.run_dir / "run.json").exists():
         ap.error(f"{args.run_dir}/run.json not found")
     if args.publish:
-        publish(args.run_dir)
+        publish(args.run_dir, allow_errors=args.allow_errors)
         print(f"published {args.run_dir} -> {DOCS.relative_to(REPO)}/ and README.md")
     else:
         for p in render(args.run_dir):

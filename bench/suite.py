@@ -1,6 +1,7 @@
-"""The benchmark suite: stress ladder, detection latency, fast-path cost, scale — one run, one JSON.
+"""The benchmark suite: stress ladder, detection latency, fast-path cost, scale, takeover — one run, one JSON.
 
-    sudo bench/run [--profile smoke|short|long] [--out DIR] [--parts ladder,detection,cost,scale]
+    bench/run [--profile smoke|short|long] [--repeat N] [--out DIR]
+              [--parts ladder,detection,cost,scale,takeover]
 
 ``bench/run`` runs ``scripts/setup`` and then this. Parts, in order:
 
@@ -10,23 +11,36 @@ ladder     every backend (bfdd, engine-sw, engine-ktx, bfddp) at every stress le
 detection  N times per backend: SIGKILL the peer's bfdd; last peer packet -> our Down, on the wire
 cost       ns per packet of the XDP program from the kernel's bpf run stats (bench/fastpath_cost.py)
 scale      engine with --kernel-tx at 1..4096 sessions and stock bfdd at 1..64 sessions against the
-           synthetic peer (bench/scale.py): CPU, Up count, flaps
+           synthetic peer (bench/scale.py): CPU, Up count, flaps, the XDP program's share of a core
+takeover   K hitless --pin takeovers in a row at N sessions (bench/takeover.py): old engine gone,
+           request -> successor serving, the peer's down events, the worst gap on the wire
+
+A witness runs beside every run (tests/harness/witness.py's kernel-paced reference stream):
+every ladder window, every detection kill and every takeover records the worst stall it saw, so
+a flap can be told from a machine that stalled (bench/report.py judges with it).
+
+``--repeat N`` runs the profile N times back to back (``DIR/run.json`` then holds every run under
+``runs``; the report gives each target as min-max across them, met only when every run meets it).
 
 Writes ``DIR/run.json`` after every step (an interrupted run keeps what it measured), then
 ``DIR/table.md`` and the charts (bench/report.py). DIR defaults to ``bench/out/<UTC stamp>/``.
-Everything it starts is stopped on the way out, Ctrl-C and errors included.
+Everything it starts is stopped on the way out, Ctrl-C and errors included. Exit status: 0 when
+every part measured without an error, 1 when any part (or row) recorded one — each printed at
+the end — 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +49,22 @@ import fastpath_cost
 import ladder
 import report
 import scale
+import takeover
 
 from harness.netns import PREFIX, Topology, attach_xdp_pass
+from harness.witness import PERIOD_MS as WITNESS_PERIOD_MS
 
 # Durations in seconds. "short" fits in 10 minutes on the 2-vCPU reference VM; "long" is the
-# publication run; "smoke" checks that every part works (about 3 minutes).
+# publication run; "smoke" checks that every part works (about 4 minutes; scripts/test runs it).
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {
-        "levels": ["L0", "L4", "L5"],
+        "levels": ["L0", "L4"],
         "level_s": 3,
         "soak_s": 5,
         "detection": [["L0", 2]],
         "cost": {"modes": ["generic"], "seconds": 2, "rounds": 1, "burst": 2000},
         "scale": {"ladder": "1@10,64@10", "bfdd": [1, 8], "seconds": 3, "settle": 1, "silence": False},
+        "takeover": {"sessions": 8, "takeovers": 2, "settle": 1},
     },
     "short": {
         "levels": ["L0", "L1", "L2", "L3", "L4", "L5"],
@@ -62,6 +79,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "settle": 1,
             "silence": False,
         },
+        "takeover": {"sessions": 64, "takeovers": 5, "settle": 2},
     },
     "long": {
         "levels": ["L0", "L1", "L2", "L3", "L4", "L5"],
@@ -76,16 +94,27 @@ PROFILES: dict[str, dict[str, Any]] = {
             "settle": 2,
             "silence": True,
         },
+        "takeover": {"sessions": 1024, "takeovers": 5, "settle": 3},
     },
 }
-PARTS = ("ladder", "detection", "cost", "scale")
+PARTS = ("ladder", "detection", "cost", "scale", "takeover")
+MAX_REPEAT = 10
 
 
-class Interrupted(Exception):
-    """SIGTERM/SIGHUP: unwind through every ``finally`` like Ctrl-C does."""
+class Interrupted(BaseException):
+    """SIGTERM/SIGHUP: unwind through every ``finally`` like Ctrl-C does (a BaseException, so
+    that no part's ``except Exception`` takes it for a broken row and carries on)."""
+
+
+MAIN_PID = os.getpid()
 
 
 def _on_signal(signum: int, _frame: object) -> None:
+    # Only in the suite's own process: pyroute2 forks helpers that inherit this handler and
+    # are ended with SIGTERM, and a child unwinding our ``finally`` blocks would tear the run
+    # down under us (seen: the takeover's notify socket unlinked, so no READY ever arrived).
+    if os.getpid() != MAIN_PID:
+        os._exit(128 + signum)
     raise Interrupted(signal.Signals(signum).name)
 
 
@@ -114,9 +143,12 @@ def watchdog(seconds: float, what: str) -> Iterator[None]:
 
 
 class Run:
+    """The document being written (one run, or every repeat under ``runs``) and the log lines."""
+
     def __init__(self, out: Path, doc: dict[str, Any]) -> None:
         self.out, self.doc = out, doc
         self.t0 = time.monotonic()
+        self.tag = ""
 
     def save(self) -> None:
         tmp = self.out / "run.json.tmp"
@@ -124,68 +156,100 @@ class Run:
         tmp.replace(self.out / "run.json")
 
     def say(self, text: str) -> None:
-        print(f"[{time.monotonic() - self.t0:6.0f}s] {text}", flush=True)
+        print(f"[{time.monotonic() - self.t0:6.0f}s]{self.tag} {text}", flush=True)
 
 
-def part_ladder(run: Run, prof: dict[str, Any], backends: list[str], work: Path) -> None:
-    cells = run.doc.setdefault("ladder", [])
-    rig = ladder.make_rig(work / "ladder")
-    run.doc["peer_sched"] = rig.peer_sched
-    run.say(f"ladder: peer bfdd scheduling: {rig.peer_sched}")
+class Rigs:
+    """The ladder's rig (namespaces, the FRR peer), kept for the detection part so that both
+    measure against the same peer; dropped after a part that failed, so the next builds afresh."""
+
+    def __init__(self, run: Run, doc: dict[str, Any], work: Path, witness: Any) -> None:
+        self.run, self.doc, self.work, self.witness = run, doc, work, witness
+        self.rig: ladder.Rig | None = None
+
+    def get(self, tag: str) -> ladder.Rig:
+        if self.rig is None:
+            self.rig = ladder.make_rig(self.work / tag)
+            self.rig.witness = self.witness
+            self.doc.setdefault("peer_sched", self.rig.peer_sched)
+            self.run.say(f"{tag}: peer bfdd scheduling: {self.rig.peer_sched}")
+        return self.rig
+
+    def drop(self) -> None:
+        if self.rig is not None:
+            rig, self.rig = self.rig, None
+            rig.close()
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def part_ladder(run: Run, doc: dict[str, Any], prof: dict[str, Any], backends: list[str], rigs: Rigs) -> None:
+    cells = doc.setdefault("ladder", [])
     try:
+        rig = rigs.get("ladder")
         steps = [(lv, prof["level_s"]) for lv in prof["levels"]]
         if prof["soak_s"]:
             steps.append(("soak", prof["soak_s"]))
         for i, (level, seconds) in enumerate(steps):
             order = backends[i % len(backends) :] + backends[: i % len(backends)]
             for backend in order:
+                # A watchdog that fires inside the cell is the cell's error (run_cell records it).
                 with watchdog(seconds + 150, f"{level} {backend}"):
                     cell = ladder.run_cell(rig, backend, level, seconds)
                 cells.append(cell)
                 run.save()
+                if "error" in cell:
+                    run.say(f"ladder {level:>4} {backend:<10} ERROR {cell['error']}")
+                    continue
                 g = cell.get("gap_ms") or {}
+                w = cell.get("witness") or {}
                 run.say(
                     f"ladder {level:>4} {backend:<10} flaps peer {cell.get('peer_flaps')} "
                     f"dut {cell.get('dut_flaps')}  gap p50 {g.get('p50')} max {g.get('max')} ms  "
-                    f"missing {cell.get('missing_slots')}"
-                    + (f"  ERROR {cell['error']}" if "error" in cell else "")
+                    f"missing {cell.get('missing_slots')}  witness stall {w.get('stall_ms')} ms, "
+                    f"peer TX stall {cell.get('peer_stall_ms')} ms"
                 )
-        if "detection" in run.doc["parts"]:
-            detections(run, rig, prof, backends)
-    finally:
-        rig.close()
+    except BaseException:
+        rigs.drop()
+        raise
 
 
-def detections(run: Run, rig: ladder.Rig, prof: dict[str, Any], backends: list[str]) -> None:
-    for level, kills in prof["detection"]:
-        for backend in backends:
-            budget = 15 + kills * 5
-            with watchdog(budget + 150, f"detection {level} {backend}"):
-                r = ladder.run_detection(rig, backend, kills, level, budget_s=budget)
-            run.doc.setdefault("detection", []).append(r)
-            run.save()
-            s = r.get("summary") or {}
-            ov = s.get("overshoot_ms") or {}
-            run.say(
-                f"detection {level} {backend:<10} {s.get('n', 0)}/{kills} kills seen, overshoot mean "
-                f"{ov.get('mean')} max {ov.get('max')} ms" + (f"  ERROR {r['error']}" if "error" in r else "")
-            )
-
-
-def part_detection_only(run: Run, prof: dict[str, Any], backends: list[str], work: Path) -> None:
-    """Detection without the ladder (``--parts detection``): its own rig."""
-    rig = ladder.make_rig(work / "detection")
-    run.doc.setdefault("peer_sched", rig.peer_sched)
+def part_detection(
+    run: Run, doc: dict[str, Any], prof: dict[str, Any], backends: list[str], rigs: Rigs
+) -> None:
+    rows = doc.setdefault("detection", [])
     try:
-        detections(run, rig, prof, backends)
+        rig = rigs.get("detection")
+        for level, kills in prof["detection"]:
+            for backend in backends:
+                budget = 15 + kills * 5
+                with watchdog(budget + 150, f"detection {level} {backend}"):
+                    r = ladder.run_detection(rig, backend, kills, level, budget_s=budget)
+                if not r.get("samples") and "error" not in r:
+                    # Not one kill measured is a broken part, not a figure.
+                    r["error"] = "no kill measured: " + "; ".join(r.get("failed", []))[:300]
+                rows.append(r)
+                run.save()
+                if "error" in r:
+                    run.say(f"detection {level} {backend:<10} ERROR {r['error']}")
+                    continue
+                s = r.get("summary") or {}
+                ov = s.get("overshoot_ms") or {}
+                run.say(
+                    f"detection {level} {backend:<10} {s.get('n', 0)}/{kills} kills seen, overshoot mean "
+                    f"{ov.get('mean')} max {ov.get('max')} ms, witness stall max "
+                    f"{s.get('witness_stall_ms_max')} ms"
+                )
     finally:
-        rig.close()
+        rigs.drop()
 
 
-def part_cost(run: Run, prof: dict[str, Any], work: Path) -> None:
+def part_cost(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path) -> None:
     c = prof["cost"]
     (work / "cost").mkdir(parents=True, exist_ok=True)
-    out = run.doc.setdefault("cost", {"params": c, "results": []})
+    out = doc.setdefault("cost", {"params": c, "results": []})
     with benchlib.bpf_stats_enabled():
         for mode in c["modes"]:
             run.say(f"cost: {mode}, echo and control windows of {c['seconds']} s x {c['rounds']}")
@@ -193,11 +257,15 @@ def part_cost(run: Run, prof: dict[str, Any], work: Path) -> None:
                 with watchdog(180 + 4 * c["rounds"] * c["seconds"], f"cost {mode}"):
                     r = fastpath_cost.run_mode(mode, c["seconds"], c["rounds"], work / "cost", c["burst"])
             except Exception as e:  # the next mode and the next part still run
-                r = {"mode": mode, "error": f"{type(e).__name__}: {e}"}
-                run.say(f"cost {mode}: ERROR {r['error']}")
+                r = {"mode": mode, "error": _error(e)}
             fastpath_cost.summarize(r)
+            if "error" not in r and (r["median"].get("control") or {}).get("engine_ns_per_packet") is None:
+                r["error"] = "the engine's XDP run stats did not move in the control windows"
             out["results"].append(r)
             run.save()
+            if "error" in r:
+                run.say(f"cost {mode}: ERROR {r['error']}")
+                continue
             med = r.get("median", {})
             run.say(
                 f"cost {mode}: control {(med.get('control') or {}).get('engine_ns_per_packet')} ns/pkt, "
@@ -205,13 +273,26 @@ def part_cost(run: Run, prof: dict[str, Any], work: Path) -> None:
             )
 
 
-def part_scale(run: Run, prof: dict[str, Any], work: Path) -> None:
+def scale_args(s: dict[str, Any], engine_sched: str) -> argparse.Namespace:
+    """The scale part's arguments, from bench/scale.py's own parser: every option a rung reads
+    exists (the script's default where the profile says nothing)."""
+    argv = [
+        "--ladder", s["ladder"], "--bfdd-ladder", ",".join(str(n) for n in s["bfdd"]),
+        "--seconds", str(s["seconds"]), "--settle", str(s["settle"]), "--xdp-mode", "generic",
+        "--engine-sched", engine_sched,
+    ]  # fmt: skip
+    if not s["silence"]:
+        argv.append("--no-silence-check")
+    return scale.parser().parse_args(argv)
+
+
+def part_scale(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, engine_sched: str) -> None:
     s = prof["scale"]
-    rungs = scale.parse_ladder(s["ladder"])
-    out = run.doc.setdefault("scale", {"params": s, "rungs": [], "bfdd_rungs": []})
-    args = argparse.Namespace(
-        seconds=s["seconds"], settle=s["settle"], xdp_mode="generic", silence_check=s["silence"]
-    )
+    args = scale_args(s, engine_sched)
+    rungs = scale.parse_ladder(args.ladder)
+    bfdd = scale.parse_counts(args.bfdd_ladder)
+    params = s | {"engine_sched": engine_sched}
+    out = doc.setdefault("scale", {"params": params, "rungs": [], "bfdd_rungs": []})
     (work / "scale").mkdir(parents=True, exist_ok=True)
     topo = Topology()
     try:
@@ -222,16 +303,20 @@ def part_scale(run: Run, prof: dict[str, Any], work: Path) -> None:
             bed = scale.Bed(d, p, d_mac, p_mac, args, work / "scale")
             if args.xdp_mode == "native":
                 attach_xdp_pass(p, "veth-p")
-            scale.setup_addresses(d, p, max([n for n, _ in rungs] + s["bfdd"]), d_mac, p_mac)
-            for n in s["bfdd"]:
-                run.say(f"scale: bfdd, {n} sessions at 3x10 ms")
+            scale.setup_addresses(d, p, max([n for n, _ in rungs] + bfdd), d_mac, p_mac)
+            for n in bfdd:
+                ms = args.bfdd_interval_ms
+                run.say(f"scale: bfdd, {n} sessions at 3x{ms} ms")
                 try:
-                    with watchdog(150 + n / 4 + s["seconds"] + s["settle"], f"scale bfdd {n}"):
-                        r = scale.run_bfdd_rung(bed, n, 10)
+                    with watchdog(150 + n / 4 + args.seconds + args.settle, f"scale bfdd {n}"):
+                        r = scale.run_bfdd_rung(bed, n, ms)
                 except Exception as e:
-                    r = {"dut": "bfdd", "sessions": n, "interval_ms": 10, "error": f"{type(e).__name__}: {e}"}
+                    r = {"dut": "bfdd", "sessions": n, "interval_ms": ms, "error": _error(e)}
                 out["bfdd_rungs"].append(r)
                 run.save()
+                if "error" in r:
+                    run.say(f"scale bfdd {n}: ERROR {r['error']}")
+                    continue
                 st = r.get("steady") or {}
                 run.say(
                     f"scale bfdd {n}: up {st.get('sessions_up')}/{n}, flaps {st.get('flaps')}, "
@@ -240,26 +325,127 @@ def part_scale(run: Run, prof: dict[str, Any], work: Path) -> None:
             for n, ms in rungs:
                 run.say(f"scale: engine --kernel-tx, {n} sessions at 3x{ms} ms")
                 try:
-                    bound = 240 + n / 40 + s["seconds"] + s["settle"] + 30 * s["silence"]
+                    bound = 240 + n / 40 + args.seconds + args.settle + 30 * args.silence_check
                     with watchdog(bound, f"scale {n}"):
                         r = scale.run_rung(bed, n, ms)
                 except Exception as e:
-                    r = {"sessions": n, "interval_ms": ms, "error": f"{type(e).__name__}: {e}"}
+                    r = {"sessions": n, "interval_ms": ms, "error": _error(e)}
                 out["rungs"].append(r)
                 run.save()
+                if "error" in r:
+                    run.say(f"scale engine {n}: ERROR {r['error']}")
+                    continue
                 st = r.get("steady") or {}
                 run.say(
                     f"scale engine {n}: up {st.get('sessions_up')}/{n}, flaps {st.get('flaps')}, "
-                    f"CPU {(st.get('engine_cpu') or {}).get('cpu_pct_sched')} % "
-                    f"(bring-up {(r.get('bringup') or {}).get('after_s')} s)"
+                    f"CPU {(st.get('engine_cpu') or {}).get('cpu_pct_sched')} %, "
+                    f"XDP {st.get('xdp_cpu_pct')} % (bring-up {(r.get('bringup') or {}).get('after_s')} s)"
+                    + (f"  {st['xdp_not_measured']}" if st.get("xdp_not_measured") else "")
                 )
     finally:
         topo.close()
 
 
+def takeover_args(t: dict[str, Any]) -> argparse.Namespace:
+    """The takeover part's arguments, from bench/takeover.py's own parser."""
+    argv = ["--sessions", str(t["sessions"]), "--takeovers", str(t["takeovers"])]
+    args = takeover.parser().parse_args([*argv, "--settle", str(t["settle"])])
+    if problem := takeover.check(args):
+        raise ValueError(f"takeover profile: {problem}")
+    return args
+
+
+def part_takeover(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, witness: Any) -> None:
+    args = takeover_args(prof["takeover"])
+    out = doc.setdefault("takeover", {"params": prof["takeover"]})
+    out |= {"sessions": args.sessions, "interval_ms": args.interval_ms, "takeovers_planned": args.takeovers}
+    run.say(f"takeover: {args.sessions} sessions at 3x{args.interval_ms} ms, {args.takeovers} takeovers")
+    try:
+        with watchdog(takeover.budget_s(args), "takeover"):
+            takeover.run(args, work / "takeover", out, witness, say=run.say)
+    except Exception as e:
+        out["error"] = _error(e)
+    run.save()
+    done = len(out.get("takeovers", []))
+    if "error" in out:
+        run.say(f"takeover: {done}/{args.takeovers} done, ERROR {out['error']}")
+        return
+    gone = [r["gone_ms"] for r in out["takeovers"] if r.get("gone_ms") is not None]
+    run.say(
+        f"takeover: {done}/{args.takeovers} done, "
+        f"gone {min(gone, default=None)}-{max(gone, default=None)} ms, "
+        f"peer down events {out.get('peer_down_events')}, engine flaps {out.get('engine_flaps')}, "
+        f"worst gap {(out.get('wire') or {}).get('worst_gap_ms')} ms, witness stall "
+        f"{(out.get('witness') or {}).get('stall_ms')} ms"
+        + (
+            f" (just before the downs: {out['witness_at_downs'].get('stall_ms')} ms)"
+            if out.get("witness_at_downs")
+            else ""
+        )
+    )
+
+
+@dataclass
+class Plan:
+    """What every run of the invocation does."""
+
+    prof: dict[str, Any]
+    parts: list[str]
+    backends: list[str]
+    engine_sched: str
+
+
+def run_profile(run: Run, doc: dict[str, Any], plan: Plan, work: Path) -> None:
+    """Every part of one run into ``doc``, beside one witness; errors are recorded, not raised."""
+    prof, parts, backends, engine_sched = plan.prof, plan.parts, plan.backends, plan.engine_sched
+    t0 = time.monotonic()
+    witness = None
+    errors = doc.setdefault("errors", [])
+    try:
+        with watchdog(60, "witness start"):
+            witness = benchlib.start_witness(work / "witness")
+        doc["witness"] = {
+            "what": "kernel-paced reference stream (tests/harness/witness.py)",
+            "period_ms": WITNESS_PERIOD_MS,
+            "pcap": str(work / "witness" / "reference.pcap"),
+        }
+    except Exception as e:  # the parts still run; their rows then carry no witness
+        errors.append(f"witness: {_error(e)}")
+        run.say(f"witness: ERROR {_error(e)}")
+    rigs = Rigs(run, doc, work, witness)
+    steps: list[tuple[str, Callable[[], None]]] = []
+    if "ladder" in parts:
+        steps.append(("ladder", lambda: part_ladder(run, doc, prof, backends, rigs)))
+    if "detection" in parts:
+        steps.append(("detection", lambda: part_detection(run, doc, prof, backends, rigs)))
+    if "cost" in parts:
+        steps.append(("cost", lambda: part_cost(run, doc, prof, work)))
+    if "scale" in parts:
+        steps.append(("scale", lambda: part_scale(run, doc, prof, work, engine_sched)))
+    if "takeover" in parts:
+        steps.append(("takeover", lambda: part_takeover(run, doc, prof, work, witness)))
+    try:
+        for name, step in steps:
+            try:
+                step()
+            except Exception as e:  # a broken part is reported; the next one still runs
+                errors.append(f"{name}: {_error(e)}")
+                run.say(f"{name}: ERROR {_error(e)}")
+            run.save()
+    finally:
+        rigs.drop()
+        if witness is not None:
+            witness.close()
+        doc["duration_s"] = round(time.monotonic() - t0, 1)
+    doc["complete"] = not report.run_errors(doc)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="short", choices=sorted(PROFILES))
+    ap.add_argument(
+        "--repeat", type=int, default=1, help=f"run the profile N times back to back (1-{MAX_REPEAT})"
+    )
     ap.add_argument("--out", type=Path, help="run directory (default bench/out/<UTC stamp>)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument("--backends", default=",".join(ladder.BACKENDS), help="ladder/detection backends")
@@ -290,15 +476,23 @@ def main() -> int:
         or not set(prof["levels"]) <= set(ladder.LEVELS)
         or not 1 <= prof["level_s"] <= 3600
         or not 0 <= prof["soak_s"] <= 24 * 3600
+        or not 1 <= args.repeat <= MAX_REPEAT
     ):
-        ap.error("unknown part, backend or level, or a duration out of range")
+        ap.error("unknown part, backend or level, or a duration or --repeat out of range")
+    # The parts' own parsers, checked before anything runs.
+    if "scale" in parts:
+        scale_args(prof["scale"], args.engine_sched)
+    if "takeover" in parts:
+        takeover_args(prof["takeover"])
 
-    stamp, _, doc = benchlib.begin("suite", {"profile": args.profile, **prof})
+    stamp, stray, head = benchlib.begin("suite", {"profile": args.profile, "repeat": args.repeat, **prof})
+    with contextlib.suppress(OSError):
+        stray.rmdir()  # begin()'s per-script work directory: the suite keeps its own under DIR/work
     out = (args.out or benchlib.OUT / stamp).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
-    doc |= {
+    head |= {
         "parts": parts,
         "backends": backends,
         "interval_ms": ladder.INTERVAL_MS,
@@ -310,44 +504,56 @@ def main() -> int:
         + (["soak"] if ladder.reserved("soak") else []),
         "engine_reservation": ladder.ENGINE_RESERVATION,
     }
-    run = Run(out, doc)
+    plan = Plan(prof, parts, backends, args.engine_sched)
+    top = copy.deepcopy(head)
+    if args.repeat > 1:
+        top |= {"repeat": args.repeat, "runs": []}
+    run = Run(out, top)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
-    run.say(f"profile {args.profile}: parts {','.join(parts)}; writing {out}")
+    run.say(f"profile {args.profile}: parts {','.join(parts)}, {args.repeat} run(s); writing {out}")
     status = 0
-    steps = []
-    if "ladder" in parts:
-        steps.append(("ladder", lambda: part_ladder(run, prof, backends, work)))
-    elif "detection" in parts:
-        steps.append(("detection", lambda: part_detection_only(run, prof, backends, work)))
-    if "cost" in parts:
-        steps.append(("cost", lambda: part_cost(run, prof, work)))
-    if "scale" in parts:
-        steps.append(("scale", lambda: part_scale(run, prof, work)))
     try:
-        for name, step in steps:
-            try:
-                step()
-            except Exception as e:  # a broken part is reported; the next one still runs
-                doc.setdefault("errors", []).append(f"{name}: {type(e).__name__}: {e}")
-                run.say(f"{name}: ERROR {type(e).__name__}: {e}")
-        doc["complete"] = not doc.get("errors")
+        for k in range(args.repeat):
+            if args.repeat == 1:
+                doc, wk = top, work
+            else:
+                doc = copy.deepcopy(head) | {
+                    "repeat_index": k + 1,
+                    "started_at": benchlib.utc_stamp(),
+                    "machine": benchlib.machine_facts() if k else head["machine"],
+                }
+                top["runs"].append(doc)
+                wk = work / f"r{k + 1}"
+                wk.mkdir(exist_ok=True)
+                run.tag = f" [{k + 1}/{args.repeat}]"
+            run_profile(run, doc, plan, wk)
+            run.save()
     except (KeyboardInterrupt, Interrupted) as e:
-        doc["interrupted"] = str(e) or "KeyboardInterrupt"
+        top["interrupted"] = str(e) or "KeyboardInterrupt"
         status = 130
     finally:
-        doc["duration_s"] = round(time.monotonic() - run.t0, 1)
-        doc["leftover_namespaces"] = benchlib.require_clean_netns(f"{PREFIX}{os.getpid()}-")
+        run.tag = ""
+        top["duration_s"] = round(time.monotonic() - run.t0, 1)
+        top["leftover_namespaces"] = benchlib.require_clean_netns(f"{PREFIX}{os.getpid()}-")
+        if args.repeat > 1:
+            top["complete"] = all(r.get("complete") for r in top["runs"]) and len(top["runs"]) == args.repeat
         run.save()
-    run.say(f"measured in {doc['duration_s']} s; rendering")
+    run.say(f"measured in {top['duration_s']} s; rendering")
     try:
         report.render(out)
     except Exception as e:  # a chart must not cost the measurements
         print(f"report: {type(e).__name__}: {e}", file=sys.stderr)
         status = status or 1
-    if doc["leftover_namespaces"]:
-        print(f"WARNING: namespaces left behind: {' '.join(doc['leftover_namespaces'])}")
     print(f"run: {out / 'run.json'}\ntable: {out / 'table.md'}")
+    errors = report.run_errors(top)
+    if errors:
+        # What scripts/test shows when its bench smoke fails: every part's and row's error.
+        print(f"bench: {len(errors)} error(s):", file=sys.stderr)
+        for e in errors:
+            text = e.replace("\n", "\n        ")
+            print(f"  ERROR {text}", file=sys.stderr)
+        status = status or 1
     return status
 
 

@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,25 @@ class Notify:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(path))
 
-    def recv(self, timeout: float) -> tuple[float, str]:
-        self.sock.settimeout(timeout)
-        data = self.sock.recv(256)
-        return time.monotonic(), data.decode()
+    def recv(self, timeout: float, sender: EngineProcess | None = None) -> tuple[float, str]:
+        """The next datagram, bounded by ``timeout``; with ``sender``, an engine that exits
+        before it sends one is an error at once (with its last log lines), not a long timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no sd_notify datagram within {timeout:g} s")
+            self.sock.settimeout(min(left, 0.5) if sender is not None else left)
+            try:
+                data = self.sock.recv(256)
+            except TimeoutError:
+                if sender is not None and sender.proc is not None and sender.proc.poll() is not None:
+                    tail = "\n".join(sender.log().splitlines()[-5:])
+                    raise RuntimeError(
+                        f"engine exited ({sender.proc.returncode}) before notifying:\n{tail}"
+                    ) from None
+                continue
+            return time.monotonic(), data.decode()
 
     def close(self) -> None:
         self.sock.close()
@@ -88,10 +104,11 @@ def serving_all(eng: EngineProcess, n: int) -> bool:
 
 def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -> tuple[EngineProcess, dict]:
     notify: Notify = bed["notify"]
+    w_spawn = time.time()
     t_spawn = time.monotonic()
     new = EngineProcess(bed["d"], argv, bed["work"], prefix=["env", f"NOTIFY_SOCKET={notify.path}"]).start()
-    t_main, first = notify.recv(120)
-    t_ready, second = notify.recv(60)
+    t_main, first = notify.recv(120, new)
+    t_ready, second = notify.recv(60, new)
     rc = old.wait_exit(timeout=30)
     line = new.wait_log("pin: engine", timeout=30)
     m = GONE_RE.search(line)
@@ -114,11 +131,14 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
         # The successor's own account: request -> each phase -> READY.
         "phases": new.wait_log("pin: serving again", timeout=30).split("pin: ", 1)[1].strip(),
     }
+    # The machine from the successor's spawn to all sessions served: a slow takeover under a
+    # stalled witness is the weather's as much as ours.
+    r["witness"] = benchlib.witness_window(bed.get("witness"), w_spawn, time.time())
     return new, r
 
 
 def wire(pkts: list, net: ipaddress.IPv4Network, n: int, t0: float, t1: float) -> dict[str, Any]:
-    worst, non_up, counted, per = 0.0, 0, 0, []
+    worst, non_up, counted, per, downs = 0.0, 0, 0, [], []
     for i in range(n):
         addr = synth_peer.peer_address(i)
         if ipaddress.ip_address(addr) not in net:
@@ -126,6 +146,7 @@ def wire(pkts: list, net: ipaddress.IPv4Network, n: int, t0: float, t1: float) -
         mine = [p for p in flow(pkts, src=synth_peer.ENGINE_IP, dst=addr) if t0 <= p.ts <= t1]
         counted += 1
         non_up += sum(1 for p in mine if p.state != "up")
+        downs += [p.ts for p in mine if p.state != "up"][:1]
         g = gaps_ms(mine)
         if g:
             per.append(max(g))
@@ -136,10 +157,14 @@ def wire(pkts: list, net: ipaddress.IPv4Network, n: int, t0: float, t1: float) -
         "worst_gap_ms": round(worst, 2),
         "median_of_per_session_max_gap_ms": round(statistics.median(per), 2) if per else None,
         "non_up_from_us": non_up,
+        # When each captured session first sent a non-Up packet (wall clock): what a witness
+        # is asked about, the moment a session went down.
+        "first_non_up_ts": sorted(downs),
     }
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The script's options; bench/suite.py builds its arguments with this same parser."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=1024)
     ap.add_argument("--interval-ms", type=int, default=10)
@@ -152,32 +177,46 @@ def main() -> int:
         default="198.19.33.0/25",
         help="peer addresses whose packets are captured (all 1024 would be 100k packets/s)",
     )
-    args = ap.parse_args()
+    return ap
+
+
+def check(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``args``, or None."""
     if not 1 <= args.sessions <= 4096 or not 1 <= args.takeovers <= 50:
-        ap.error("--sessions 1-4096, --takeovers 1-50")
+        return "--sessions 1-4096, --takeovers 1-50"
+    return None
+
+
+def budget_s(args: argparse.Namespace) -> float:
+    """An upper bound for one run: bring-up, every takeover with its settle, and the rest."""
+    return 60 + args.sessions / 40 + args.takeovers * (args.settle + 60) + 120
+
+
+def witness_at_downs(witness: Any, stamps: list[float], span_s: float) -> dict[str, Any] | None:
+    """The witness's worst stall in the ``span_s`` before each moment a session went down: the
+    silence the engine's detection saw ends there (None without downs or a witness)."""
+    figs = [benchlib.witness_window(witness, t - span_s, t) for t in stamps]
+    figs = [f for f in figs if f and "stall_ms" in f]
+    return max(figs, key=lambda f: f["stall_ms"]) if figs else None
+
+
+def run(
+    args: argparse.Namespace,
+    work: Path,
+    out: dict[str, Any],
+    witness: Any = None,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """One run into ``out`` (filled as it goes, so an error keeps what was measured)."""
     net = ipaddress.IPv4Network(args.capture_net)
-    # SIGTERM must unwind through the cleanup below (namespaces, the bpffs mount),
-    # in this process only: pyroute2 forks helpers that inherit the handler and
-    # are ended with SIGTERM, and a child unwinding our finally would tear the
-    # run down under us.
-    main_pid = os.getpid()
-
-    def on_term(*_: object) -> None:
-        if os.getpid() != main_pid:
-            os._exit(143)
-        sys.exit(1)
-
-    signal.signal(signal.SIGTERM, on_term)
-    faulthandler.register(signal.SIGUSR1)  # where a stuck run is: kill -USR1 PID
-    stamp, work, doc = benchlib.begin("takeover", vars(args))
     n = args.sessions
     topo = Topology()
     pin = work / "pin"
-    pin.mkdir()
+    pin.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "bpf", "bpf", str(pin)], check=True)
     notify = Notify(work / "notify")
     peer = eng = cap = None
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = out.setdefault("takeovers", [])
     t_all = time.monotonic()
     try:
         d, p = topo.namespace("d"), topo.namespace("p")
@@ -187,24 +226,30 @@ def main() -> int:
         sessions = work / "sessions.yml"
         sessions_file(sessions, n, args.interval_ms)
         bringup = 60 + n / 40
-        total = int(bringup + args.takeovers * (args.settle + 60) + 120)
         peer = PeerProcess(
             p,
             ["--ifname", "veth-p", "--src-mac", b_mac, "--dst-mac", a_mac, "--count", str(n),
-             "--interval-ms", str(args.interval_ms), "--max-seconds", str(total)],
+             "--interval-ms", str(args.interval_ms), "--max-seconds", str(int(budget_s(args)))],
         )  # fmt: skip
         peer.wait_ready(timeout=30)
         # The peer is Python sending every 10 ms: on a shared host it stalls and
         # flaps sessions by itself unless it holds a reservation (as FRR does in
-        # the tests). No fork follows, so no reset-on-fork is needed.
-        subprocess.run(
-            ["chrt", "-a", "-d", "--sched-runtime", str(args.peer_runtime_us * 1000), "--sched-deadline",
+        # the tests). No fork follows, so no reset-on-fork is needed. Another run
+        # may hold the deadline bandwidth: then it runs at its default, and says so.
+        runtime = str(args.peer_runtime_us * 1000)
+        chrt = subprocess.run(
+            ["chrt", "-a", "-d", "--sched-runtime", runtime, "--sched-deadline",
              "10000000", "--sched-period", "10000000", "-p", "0", str(peer.pid)],
-            check=True,
+            capture_output=True, text=True, check=False,
         )  # fmt: skip
+        out["peer_sched"] = (
+            f"deadline {args.peer_runtime_us}/10000 us"
+            if chrt.returncode == 0
+            else f"default (deadline admission refused: {chrt.stderr.strip()})"
+        )
         argv = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--pin", str(pin), *args.engine_arg]
         eng = EngineProcess(d, argv, work, prefix=["env", f"NOTIFY_SOCKET={notify.path}"]).start()
-        notify.recv(120)  # READY=1
+        notify.recv(120, eng)  # READY=1
         wait_until(
             lambda: (
                 serving_all(eng, n) and peer.latest().get("up") == n and peer.latest().get("polls_open") == 0
@@ -221,39 +266,70 @@ def main() -> int:
         )
         cap.start()
         t0 = time.time()
-        bed = {"d": d, "work": work, "notify": notify}
+        bed = {"d": d, "work": work, "notify": notify, "witness": witness}
         for k in range(args.takeovers):
             eng, r = takeover(eng, argv, bed, n)
             results.append(r)
-            print(f"takeover {k + 1}: {r}", flush=True)
+            say(
+                f"takeover {k + 1}: gone {r['gone_ms']} ms, request -> READY {r['request_to_ready_ms']} ms, "
+                f"spawn -> READY {r['spawn_to_ready_s']} s"
+            )
             time.sleep(args.settle)
         t1 = time.time()
         pkts = cap.stop()
         cap = None
         s1 = eng.stats(timeout=60)
         a0, a1 = by_discr(s0), by_discr(s1)
-        doc["takeovers"] = results
-        doc["wire"] = wire(pkts, net, n, t0, t1)
-        doc["peer_down_events"] = peer.latest().get("flaps", 0) - flaps0
-        doc["engine_flaps"] = sum(a1[k]["flaps"] - a0[k]["flaps"] for k in a1 if k in a0)
-        doc["same_discriminators"] = set(a0) == set(a1)
-        doc["sessions_up_at_end"] = s1["sessions_up"]
+        out["wire"] = wire(pkts, net, n, t0, t1)
+        out["witness"] = benchlib.witness_window(witness, t0, t1)
+        # Detection time plus one interval before each first Down: a stall there explains it.
+        span = (3 + 1) * args.interval_ms / 1000
+        out["witness_at_downs"] = witness_at_downs(witness, out["wire"]["first_non_up_ts"], span)
+        out["peer_down_events"] = peer.latest().get("flaps", 0) - flaps0
+        out["engine_flaps"] = sum(a1[k]["flaps"] - a0[k]["flaps"] for k in a1 if k in a0)
+        out["same_discriminators"] = set(a0) == set(a1)
+        out["sessions_up_at_end"] = s1["sessions_up"]
         # A stalled peer (a busy host) silences every session at once: say so beside the flaps.
         lines = [x for x in peer.recent(100000) if "late_max_ms" in x]
-        doc["peer_late_max_ms"] = max((x["late_max_ms"] for x in lines), default=None)
-        doc["peer_resyncs"] = lines[-1].get("resyncs") if lines else None
+        out["peer_late_max_ms"] = max((x["late_max_ms"] for x in lines), default=None)
+        out["peer_resyncs"] = lines[-1].get("resyncs") if lines else None
     finally:
         if cap is not None:
             cap.stop()
         if eng is not None:
             eng.cleanup()
         if peer is not None:
-            doc["peer_final"] = peer.stop()
+            out["peer_final"] = peer.stop()
         notify.close()
         topo.close()
         subprocess.run(["umount", "-l", str(pin)], check=False)
-    doc["duration_s"] = round(time.monotonic() - t_all, 1)
-    path = benchlib.write_result("takeover", stamp, doc)
+        out["duration_s"] = round(time.monotonic() - t_all, 1)
+    return out
+
+
+def main() -> int:
+    ap = parser()
+    args = ap.parse_args()
+    if problem := check(args):
+        ap.error(problem)
+    # SIGTERM must unwind through the cleanup below (namespaces, the bpffs mount),
+    # in this process only: pyroute2 forks helpers that inherit the handler and
+    # are ended with SIGTERM, and a child unwinding our finally would tear the
+    # run down under us.
+    main_pid = os.getpid()
+
+    def on_term(*_: object) -> None:
+        if os.getpid() != main_pid:
+            os._exit(143)
+        sys.exit(1)
+
+    signal.signal(signal.SIGTERM, on_term)
+    faulthandler.register(signal.SIGUSR1)  # where a stuck run is: kill -USR1 PID
+    stamp, work, doc = benchlib.begin("takeover", vars(args))
+    try:
+        run(args, work, doc)
+    finally:
+        path = benchlib.write_result("takeover", stamp, doc)
     keys = (
         "gone_ms",
         "old_own_ms",
@@ -262,7 +338,7 @@ def main() -> int:
         "spawn_to_ready_s",
         "serving_all_s",
     )
-    rows = [[i + 1, *(r[k] for k in keys)] for i, r in enumerate(results)]
+    rows = [[i + 1, *(r[k] for k in keys)] for i, r in enumerate(doc["takeovers"])]
     print(
         benchlib.table(
             ["#", "gone ms", "old own ms", "exit ms", "request->READY ms", "spawn->READY s", "serving all s"],
@@ -270,7 +346,8 @@ def main() -> int:
         )
     )
     print(
-        f"{n} sessions at 3x{args.interval_ms} ms: peer down events {doc.get('peer_down_events')}, "
+        f"{args.sessions} sessions at 3x{args.interval_ms} ms: "
+        f"peer down events {doc.get('peer_down_events')}, "
         f"engine flaps {doc.get('engine_flaps')}, peer late max {doc.get('peer_late_max_ms')} ms, "
         f"wire {doc.get('wire')}\n{path}"
     )
