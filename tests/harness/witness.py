@@ -17,6 +17,14 @@ so was everything else on the machine in that moment.
 The peer's own transmit gaps are a second witness where the peer is not the
 code under test (real FRR): a peer that went quiet explains a Down without us.
 
+A kernel-paced stream does not see CPU contention: with both cores busy, an
+ordinary process waits for its turn while softirqs and qdisc timers run on
+time. For code under test that is itself an ordinary process (the engine in
+software mode, bfdd), a window may also ask for the userspace witness
+(:class:`UserspaceClock`): an ordinary process of its own that wakes every
+:data:`PERIOD_MS` and records how late it woke. Windows that judge the fast
+path's robustness to a starved userspace (stress, FIFO-99) must not ask for it.
+
 A window's verdict is one of three:
 
 - pass: the body's assertions held;
@@ -39,6 +47,7 @@ import itertools
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -143,6 +152,56 @@ class _PcapTail:
         return self.stamps
 
 
+# The userspace witness: its own process, so that the test process's GIL and
+# the tests' own work are not what it measures. It records only late
+# wake-ups (wall clock at the wake, lateness in ms), and exits with its parent.
+_CLOCK = """
+import os, sys, time
+parent, period = os.getppid(), float(sys.argv[2]) / 1e3
+out = open(sys.argv[1], "w", buffering=1)
+due = time.monotonic() + period
+while os.getppid() == parent:
+    time.sleep(max(0.0, due - time.monotonic()))
+    now = time.monotonic()
+    if now - due > 0.001:
+        out.write(f"{time.time():.6f} {(now - due) * 1e3:.3f}\\n")
+    due = now + period
+"""
+
+
+class UserspaceClock:
+    """An ordinary process waking every PERIOD_MS: how late the scheduler let it run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> UserspaceClock:
+        self.path.touch()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CLOCK, str(self.path), str(PERIOD_MS)], stdin=subprocess.DEVNULL
+        )
+        return self
+
+    def lateness_ms(self, t0: float, t1: float) -> float:
+        """The longest a wake-up due between ``t0`` and ``t1`` waited past its time."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError("the userspace witness died")
+        worst = 0.0
+        for line in self.path.read_text().splitlines():
+            woke, _, late = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                end, ms = float(woke), float(late)
+                if end > t0 and end - ms / 1e3 < t1:
+                    worst = max(worst, ms)
+        return worst
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
 class ReferenceStream:
     """The kernel-paced reference: one per test session, shared by every window."""
 
@@ -157,6 +216,7 @@ class ReferenceStream:
         self._sock: socket.socket | None = None
         self._tail = _PcapTail(workdir / "reference.pcap")
         self._lock = threading.Lock()
+        self.userspace = UserspaceClock(workdir / "userspace-lateness.txt")
 
     def start(self) -> ReferenceStream:
         a, b = self.topo.namespace("wit-a"), self.topo.namespace("wit-b")
@@ -181,6 +241,7 @@ class ReferenceStream:
         wait_until(lambda: len(self._tail.poll()) >= 3, timeout=5, what="the reference stream's first frames")
         self._feeder = threading.Thread(target=self._feed, name="witness-feeder", daemon=True)
         self._feeder.start()
+        self.userspace.start()
         return self
 
     def _capture(self, b: Namespace) -> None:
@@ -215,7 +276,7 @@ class ReferenceStream:
     def alive(self) -> bool:
         return self._cap is not None and self._cap.poll() is None
 
-    def figures(self, t0: float, t1: float, *, settle_s: float = 5.0) -> Figures:
+    def figures(self, t0: float, t1: float, *, settle_s: float = 15.0) -> Figures:
         """The stream between ``t0`` and ``t1`` (wall clock, as pcap stamps are).
 
         Waits (bounded) for the capture to have written past ``t1``: after a
@@ -235,6 +296,7 @@ class ReferenceStream:
         return gap_figures(self._tail.poll(), t0, t1)
 
     def close(self) -> None:
+        self.userspace.close()
         self._stop.set()
         if self._feeder is not None:
             self._feeder.join(timeout=5)
@@ -264,12 +326,14 @@ class Record:
     reference: Figures
     peer: Figures | None
     stall_ms: float
+    userspace_ms: float | None = None  # the userspace witness's lateness, when the window asked
 
     def line(self) -> str:
         peer = f"; peer TX {self.peer}" if self.peer else ""
+        user = f"; userspace witness late {self.userspace_ms:.1f} ms" if self.userspace_ms is not None else ""
         return (
             f"{self.verdict:<13} {self.test} [{self.window}] attempt {self.attempt}/{ATTEMPTS}: "
-            f"reference {self.reference}{peer} (inconclusive at a stall >= {self.stall_ms:g} ms)"
+            f"reference {self.reference}{peer}{user} (inconclusive at a stall >= {self.stall_ms:g} ms)"
         )
 
 
@@ -354,7 +418,7 @@ class Judge:
         return len(self.registry.streak.get(self.test, [])) + 1
 
     @contextlib.contextmanager
-    def window(self, name: str, *, stall_ms: float) -> Iterator[Window]:
+    def window(self, name: str, *, stall_ms: float, userspace: bool = False) -> Iterator[Window]:
         """Run the body as a timing window.
 
         ``stall_ms``: a stall this long (a witness's frame this much later
@@ -364,7 +428,9 @@ class Judge:
         AssertionError from the body (wait_until's timeouts are
         AssertionErrors) is judged; other exceptions pass
         through unchanged, so a broken premise (``pytest.fail``) is never
-        mistaken for lateness.
+        mistaken for lateness. ``userspace``: the code under test is an
+        ordinary process that makes no claim about a busy machine, so the
+        userspace witness being as late as ``stall_ms`` explains a failure too.
         """
         w = Window(name, stall_ms)
         w.t0 = self.clock()
@@ -376,10 +442,15 @@ class Judge:
         w.t1 = self.clock()
         ref = self.stream.figures(*w.span())
         peer = w.peer_figures()
-        stalled = ref.stall_ms >= stall_ms or (peer is not None and peer.stall_ms >= stall_ms)
+        user = self.stream.userspace.lateness_ms(*w.span()) if userspace else None
+        stalled = (
+            ref.stall_ms >= stall_ms
+            or (peer is not None and peer.stall_ms >= stall_ms)
+            or (user is not None and user >= stall_ms)
+        )
 
         def record(verdict: str) -> Record:
-            r = Record(self.test, name, self.attempt, verdict, ref, peer, stall_ms)
+            r = Record(self.test, name, self.attempt, verdict, ref, peer, stall_ms, user)
             self.registry.records.append(r)
             print(f"\ntiming window: {r.line()}")
             return r

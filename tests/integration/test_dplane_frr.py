@@ -225,7 +225,7 @@ def _bring_up(r: Rig, specs, *, check: bool = True) -> None:
             _check_up_and_discriminators(r, s)
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_frr84_listening_bfdd_drives_the_engine(rig):
     """FRR 8.4 (bfdd listens, ``ipv4:``), engine ``--dplane-connect``: v4/v6, single-hop/multihop."""
     specs = (SH4, SH6, MH4, MH6)
@@ -289,7 +289,7 @@ def test_frr84_listening_bfdd_drives_the_engine(rig):
         assert r.in_engine(s)["state"] == "up" and r.in_p(s)["status"] == "up"
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_frr84_drives_the_offloaded_engine_and_sees_kernel_counts(rig):
     """The product's shape: bfdd owns the sessions, XDP answers the peer, bfdd's counters show it."""
     specs = (SH4, SH6)
@@ -320,7 +320,7 @@ def test_frr84_drives_the_offloaded_engine_and_sees_kernel_counts(rig):
     assert after["kernel_tx"] is True and after["dplane"]["connected"] is True
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_frr103_client_bfdd_drives_the_listening_engine(rig, trixie_root):
     """FRR 10.3 from trixie (``ipv4c:``, bfdd connects), engine ``--dplane PORT`` listening."""
     specs = (SH4, SH6, MH4)
@@ -342,7 +342,7 @@ def test_frr103_client_bfdd_drives_the_listening_engine(rig, trixie_root):
     assert r.engine.stats()["dplane"]["mode"] == "listen"
 
 
-@pytest.mark.timing(stall_ms=100)  # a flap at 3x50 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
 @pytest.mark.parametrize("hold", [5, 0], ids=["dp-hold-5", "no-hold"])
 def test_bfdd_sigkill_and_restart(rig, hold):
     """With --dp-hold the peer sees nothing at all; without, the session is recreated."""
@@ -493,7 +493,7 @@ class Splice:
             t.join(timeout=2)
 
 
-@pytest.mark.timing(stall_ms=100)  # a flap at 3x50 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
 def test_framing_error_on_a_real_bfdd_connection_is_invisible_to_the_peer(rig):
     """FRR 8.4 behind a relay that corrupts the stream: the engine drops, reconnects, adopts."""
     specs = (SH4, SH6)
@@ -643,7 +643,7 @@ def _answers_echo(ns: Namespace, token: int) -> None:
             s.close()
 
 
-@pytest.mark.timing(stall_ms=100)  # a flap at 3x50 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
 def test_fuzzed_bfddp_cannot_hurt_a_held_live_session(rig):
     """Random and mutated frames at a listening engine that holds a live session under --dp-hold."""
     live = SH4

@@ -170,7 +170,7 @@ def logs(pair: Pair) -> str:
 # --- 1. every auth type comes up, and the wire shows it -----------------------------
 
 
-@pytest.mark.timing(stall_ms=100)  # a flap at 3x50 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
 @pytest.mark.parametrize("auth_name", list(AUTH_TYPES))
 def test_engines_come_up_with_auth(topo, engine_factory, capture_factory, tmp_path, auth_name):
     auth_type = AUTH_TYPES[auth_name]

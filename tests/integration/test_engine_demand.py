@@ -19,7 +19,7 @@ def _poll_starts(pkts):
     return starts
 
 
-@pytest.mark.timing(stall_ms=50)  # the cadence's bounds leave 50 ms either side of 250-400 ms
+@pytest.mark.timing(stall_ms=50, userspace=True)  # the cadence's bounds leave 50 ms either side of 250-400 ms
 @pytest.mark.parametrize("poll_us", [250_000, 0])
 def test_demand_poll_cadence(topo, engine_factory, capture_factory, tmp_path, poll_us):
     d, p = topo.namespace("d"), topo.namespace("p")

@@ -97,7 +97,7 @@ def pair(topo, frr_factory, engine_factory, capture_factory, tmp_path):
     return make
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 @pytest.mark.parametrize("interval_ms", [10, 300])
 @pytest.mark.parametrize("multihop", [False, True], ids=["singlehop", "multihop"])
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
@@ -130,11 +130,11 @@ def test_idle_gaps_next_to_bfdd_and_detection(pair, timing):
     pr = pair(interval_ms=10)
     pr.wait_up()
     # A gap of 30 ms needs a stall of 20 on top of one interval.
-    with timing.window("idle gaps, software engine", stall_ms=20):
+    with timing.window("idle gaps, software engine", stall_ms=20, userspace=True):
         _idle_gaps(pr)
     # The detection bound leaves DETECT_BOUND_MS over the ~1 ms the loop
     # takes at idle; judged from the peer's last packet to our Down.
-    with timing.window("detection, software engine", stall_ms=DETECT_BOUND_MS - 1) as w:
+    with timing.window("detection, software engine", stall_ms=DETECT_BOUND_MS - 1, userspace=True) as w:
         _detection(pr, w)
 
 
@@ -170,7 +170,7 @@ def _detection(pr: Pair, w) -> None:
     assert 29.0 <= detect_ms <= 30 + DETECT_BOUND_MS
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_peer_changes_timers_poll_final(pair):
     pr = pair(interval_ms=10)
     pr.wait_up()
@@ -196,7 +196,7 @@ def test_peer_changes_timers_poll_final(pair):
     assert s["detect_time_us"] == 120_000
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_we_change_timers_poll_final(pair):
     pr = pair(interval_ms=10)
     pr.wait_up()
@@ -223,7 +223,7 @@ def test_we_change_timers_poll_final(pair):
     assert pr.frr_peer()["remote-transmit-interval"] == 50
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_peer_shutdown_and_back(pair):
     pr = pair(interval_ms=10)
     pr.wait_up()

@@ -96,7 +96,7 @@ class CountersLoad:
         return self.answers, self.errors
 
 
-@pytest.mark.timing(stall_ms=100)  # a flap at 3x50 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
 @pytest.mark.parametrize("frr", ["frr84-bfdd-listens", "frr103-bfdd-connects"])
 def test_bfddp_connection_survives_three_takeovers(  # noqa: PLR0917  (pytest fixtures)
     frr,

@@ -48,7 +48,7 @@ def lab(topo, frr_factory, engine_factory, capture_factory, tmp_path):
     return {"a": a, "b": b, "d": d, "frr": frr, "eng": eng, "path": path, "entry": entry, "cap": cap}
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_stats_contract_and_process_name(lab):
     a, b, eng = lab["a"], lab["b"], lab["eng"]
     # pkill -x matches the process name: the contract says it must be xdp-bfd.
@@ -86,7 +86,7 @@ def test_stats_contract_and_process_name(lab):
     assert 0 <= s["last_rx_age_us"] < 1_000_000 and s["up_since"] > 0
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_reload_adds_removes_changes_without_disturbing(lab):
     a, b, eng, frr, path, entry = lab["a"], lab["b"], lab["eng"], lab["frr"], lab["path"], lab["entry"]
     v4 = eng.session(str(b.ip4))

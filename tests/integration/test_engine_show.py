@@ -182,14 +182,34 @@ def private_tmp_engine(topo, tmp_path) -> Iterator[tuple[EngineProcess, str]]:
     private tmpfs /tmp (what PrivateTmp=yes gives the unit); and its peer's address."""
     d, p = topo.namespace("d"), topo.namespace("p")
     a, b = topo.veth(d, "veth-d", p, "veth-p")
-    private = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-               f'mount -t tmpfs xdp-bfd-show-{uuid.uuid4().hex[:8]} /tmp && exec "$0" "$@"']  # fmt: skip
-    engine = DefaultPathEngine(d, [str(a.ip4), str(b.ip4)], tmp_path, private).start()
+    tag = uuid.uuid4().hex[:8]
+    hold = Path(f"/run/xbt-{os.getpid()}-oldtmp-{tag}")
+    engine = DefaultPathEngine(d, [str(a.ip4), str(b.ip4)], tmp_path, _private_tmp(tag, hold)).start()
     try:
         engine.wait_log("bfd: serving", timeout=30)
         yield engine, str(b.ip4)
     finally:
         engine.cleanup()
+        hold.rmdir()
+
+
+def _private_tmp(tag: str, hold: Path) -> list[str]:
+    """``unshare -m`` with a tmpfs on /tmp, as PrivateTmp=yes gives the unit.
+
+    A checkout under /tmp (CI clones there) would vanish with the host's /tmp,
+    the engine's own program with it; the unit's lives under /opt. So the
+    checkout's top directory is bound back in from a hold on the old /tmp.
+    """
+    script = f"mount -t tmpfs xdp-bfd-show-{tag} /tmp"
+    checkout = Path(XDP_BFD).resolve()
+    hold.mkdir()
+    if checkout.is_relative_to("/tmp"):
+        top = Path("/tmp") / checkout.relative_to("/tmp").parts[0]
+        script = (
+            f"mount --bind /tmp {hold} && {script} && mkdir -p {top} && "
+            f"mount --bind {hold / top.relative_to('/tmp')} {top}"
+        )
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{script} && exec "$0" "$@"']
 
 
 class DefaultPathEngine(EngineProcess):

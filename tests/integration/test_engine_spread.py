@@ -52,7 +52,7 @@ def _send_flows(p, a, b) -> list[socket.socket]:
     return senders
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20)  # a 3x10 ms flap: detection time less one interval
 def test_spread_pass_delivers_through_the_cpumap(topo, frr_factory, engine_factory, tmp_path):
     d, p, a, b, frr, args = _session_lab(topo, frr_factory, tmp_path)
     eng = engine_factory(d, [*args, "--spread-pass"])
@@ -105,7 +105,7 @@ def test_spread_pass_delivers_through_the_cpumap(topo, frr_factory, engine_facto
     assert (frr.peer(str(a.ip4)) or {}).get("status") == "up"
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20)  # a 3x10 ms flap: detection time less one interval
 def test_without_spread_pass_nothing_goes_through_the_cpumap(topo, frr_factory, engine_factory, tmp_path):
     d, p, a, _b, _frr, args = _session_lab(topo, frr_factory, tmp_path)
     eng = engine_factory(d, args)
@@ -125,7 +125,7 @@ def test_without_spread_pass_nothing_goes_through_the_cpumap(topo, frr_factory, 
     assert "spread-pass" not in eng.log()
 
 
-@pytest.mark.timing(stall_ms=20)  # a flap at 3x10 ms needs the detection time less one interval
+@pytest.mark.timing(stall_ms=20)  # a 3x10 ms flap: detection time less one interval
 def test_spread_pass_survives_a_pin_takeover(topo, frr_factory, engine_factory, tmp_path, pin_dir):
     """Each program has its own cpumap: the successor fills its own before it swaps in."""
     d, p, a, b, frr, args = _session_lab(topo, frr_factory, tmp_path)

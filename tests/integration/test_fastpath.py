@@ -182,7 +182,7 @@ def test_asymmetric_timers_fall_back_to_userspace_tx(fast_pair, timing):
     fp = fast_pair()
     before = fp.wait_offloaded()
     # A flap needs a stall of the detection time less one interval.
-    with timing.window("asymmetric timers, userspace TX", stall_ms=2 * INTERVAL_MS):
+    with timing.window("asymmetric timers, userspace TX", stall_ms=2 * INTERVAL_MS, userspace=True):
         _asymmetric(fp, before)
 
 

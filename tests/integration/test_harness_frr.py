@@ -65,7 +65,7 @@ def test_two_bfdd_up_at_3x10_then_detect_kill(topo, frr_factory, capture_factory
 
     # The bound leaves DETECT_BOUND_MS over the 1.5 ms bfdd took at its worst
     # idle; judged from b's last packet to a's Down.
-    with timing.window(f"bfdd detection, {family}", stall_ms=DETECT_BOUND_MS - 1.5) as w:
+    with timing.window(f"bfdd detection, {family}", stall_ms=DETECT_BOUND_MS - 1.5, userspace=True) as w:
         _detect_kill(fa, fb, cap, addr(a), addr(b), family, w)
 
 

@@ -17,8 +17,12 @@ def Judge(stream, registry, test):
 class Stamps:
     """A reference stream whose arrivals the test chooses: every period, minus a hole."""
 
-    def __init__(self, hole_ms: float = 0.0) -> None:
-        self.hole_ms = hole_ms
+    def __init__(self, hole_ms: float = 0.0, late_ms: float = 0.0) -> None:
+        self.hole_ms, self.late_ms = hole_ms, late_ms
+        self.userspace = self
+
+    def lateness_ms(self, t0: float, t1: float) -> float:
+        return self.late_ms
 
     def figures(self, t0: float, t1: float):
         stamps, t = [], t0 + 0.001
@@ -110,3 +114,15 @@ def test_the_peers_slow_rate_after_declaring_us_down_is_not_a_stall():
     flow = [S(now + i * 0.01, "up") for i in range(10)] + [S(now + 0.2, "down"), S(now + 1.2, "down")]
     with pytest.raises(Inconclusive, match=r"peer TX stall 10\d\.\d ms"):
         _window(Judge(Stamps(), reg, "t"), fail=True, peer=flow)
+
+
+def test_a_busy_machine_explains_an_ordinary_process_only_where_the_window_says_so():
+    reg = Registry()
+    busy = Stamps(late_ms=35)  # the kernel on time, an ordinary process 35 ms late
+    sw = Judge(busy, reg, "sw").window("software engine", stall_ms=20, userspace=True)
+    with pytest.raises(Inconclusive, match=r"userspace witness late 35\.0 ms"), sw:
+        raise AssertionError("late")
+    # The fast path claims to hold on a starved userspace: there it is our fault.
+    ktx = Judge(busy, reg, "ktx").window("kernel path", stall_ms=20)
+    with pytest.raises(AssertionError, match="PRODUCT FAULT"), ktx:
+        raise AssertionError("late")
