@@ -22,6 +22,8 @@ __metaclass__ = type
 import ipaddress
 import json
 
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import ifname
+
 # Settings a peer carries, in the order commands are rendered (shutdown is placed
 # first or last by render_peer_update, see there).
 SETTINGS = (
@@ -65,7 +67,6 @@ RANGES = {
 
 DEFAULT_VRF = "default"
 PROFILE_NAME_MAX = 64  # FRR's YANG model refuses longer names
-IFNAMSIZ = 16
 
 
 class BfdConfigError(ValueError):
@@ -177,7 +178,7 @@ def validate(entry):
     vrf = entry.get("vrf")
     if vrf is not None and _bad_word(vrf):
         raise BfdConfigError("peer %s: vrf %r is not a valid VRF name" % (name, vrf))
-    if interface is not None and (len(interface) > IFNAMSIZ - 1 or _bad_word(interface) or "/" in interface):
+    if interface is not None and not ifname.valid(interface):
         raise BfdConfigError("peer %s: interface %r is not a valid interface name" % (name, interface))
     profile = entry.get("profile")
     if profile is not None and (not 1 <= len(profile) <= PROFILE_NAME_MAX or _bad_word(profile)):

@@ -31,13 +31,17 @@ description:
     a setting is reset by writing its default (FRR 8.4 has no C(no) form for the timers).
 author:
   - xdp_bfd.fastpath developers (@xdp-bfd)
+extends_documentation_fragment:
+  - xdp_bfd.fastpath.attributes
 attributes:
   check_mode:
-    description: Computes and returns the commands and the predicted RV(after) without running them.
     support: full
+    details:
+      - Computes and returns the commands and the predicted RV(after) without running them.
   diff_mode:
-    description: Returns the peers before and after as FRR configuration text.
     support: full
+    details:
+      - Returns the peers before and after as FRR configuration text.
 options:
   config:
     description:
@@ -320,6 +324,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import frr_bfd
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils.command import CommandError, Runner
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import offload
 
 # Indirection so unit tests can run the wait loop without sleeping.
@@ -347,19 +352,23 @@ PEER_OPTIONS = dict(
 )
 
 
+def _refused(rc, out, err):
+    # FRR 8.4 exits 0 after some refusals (YANG errors): its words say so.
+    return frr_bfd.refused(out) or frr_bfd.refused(err)
+
+
 class Vtysh(object):
     def __init__(self, module):
-        self.module = module
-        self.path = module.get_bin_path("vtysh", required=True)
+        self.runner = Runner(module)
+        self.path = self.runner.binary("vtysh")
         self.socket = module.params["vtysh_socket"]
 
     def run(self, lines, what):
-        argv = frr_bfd.vtysh_argv(self.path, self.socket, lines)
-        rc, out, err = self.module.run_command(argv)
-        if rc != 0 or frr_bfd.refused(out) or frr_bfd.refused(err):
-            detail = frr_bfd.condense((err or "") + "\n" + (out or "")) or "no output"
-            raise VtyshError("vtysh failed (rc %d) %s: %s" % (rc, what, detail))
-        return out
+        try:
+            return self.runner.run(frr_bfd.vtysh_argv(self.path, self.socket, lines), refused=_refused)
+        except CommandError as e:
+            detail = frr_bfd.condense(e.err + "\n" + e.out) or "no output"
+            raise VtyshError("vtysh failed (rc %d) %s: %s" % (e.rc, what, detail))
 
     def running_peers(self):
         out = self.run(["show running-config bfd"], "reading the bfd configuration")

@@ -29,13 +29,17 @@ description:
   - Leaving a parameter out (or null) leaves that setting alone.
 author:
   - xdp_bfd.fastpath developers (@xdp-bfd)
+extends_documentation_fragment:
+  - xdp_bfd.fastpath.attributes
 attributes:
   check_mode:
-    description: Reads the current values and reports what would change without running any C(ethtool -A/-N/-C).
     support: full
+    details:
+      - Reads the current values and reports what would change without running any C(ethtool -A/-N/-C).
   diff_mode:
-    description: Returns the requested settings before and after.
     support: full
+    details:
+      - Returns the requested settings before and after.
 options:
   interface:
     description: The network interface, e.g. V(eth1).
@@ -207,35 +211,38 @@ commands:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import ethtool as et
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import ifname
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils.command import CommandError, Runner
 
 
 class Unsupported(Exception):
     pass
 
 
+def _ethtool_refused(rc, out, err):
+    # ethtool 6.1 -N reports "Cannot change RX network flow hashing options: ..." with rc 0.
+    return err.startswith("Cannot ")
+
+
 class Tuner(object):
-    def __init__(self, module):
+    def __init__(self, module, runner):
         self.module = module
-        self.ethtool = module.get_bin_path("ethtool", required=True)
+        self.runner = runner
+        self.ethtool = runner.binary("ethtool")
         self.interface = module.params["interface"]
         self.strict = module.params["strict"]
-        self.commands = []
+        self.commands = runner.commands
         self.unsupported = []
-
-    def fail(self, msg):
-        self.module.fail_json(msg=msg, interface=self.interface, commands=self.commands)
 
     def run(self, args, refused_is_unsupported=False):
         argv = [self.ethtool] + args
-        rc, out, err = self.module.run_command(argv)
-        text = (err or "").strip() or (out or "").strip()
-        # ethtool 6.1 -N reports "Cannot change RX network flow hashing options: ..." with rc 0.
-        if rc != 0 or (err or "").startswith("Cannot "):
-            unsupported = et.is_unsupported(text) or (refused_is_unsupported and "Invalid argument" in text)
+        try:
+            return self.runner.run(argv, refused=_ethtool_refused)
+        except CommandError as e:
+            unsupported = et.is_unsupported(e.text) or (refused_is_unsupported and "Invalid argument" in e.text)
             if unsupported:
-                raise Unsupported("%s: %s" % (" ".join(argv[1:]), text))
-            self.fail("ethtool %s failed (rc %d): %s" % (" ".join(argv[1:]), rc, text or "no output"))
-        return out
+                raise Unsupported("%s: %s" % (" ".join(args), e.text))
+            self.runner.fail(e.describe("ethtool %s" % " ".join(args)))
 
     def item(self, name, read, parse, build, want, predict, refused_is_unsupported=False):
         """Read, compare, set, read back one setting. Returns its report dict."""
@@ -259,13 +266,13 @@ class Tuner(object):
             report["after"] = after
             expected = predict(before, want)
             if after != expected:
-                self.fail(
+                self.runner.fail(
                     "ethtool %s succeeded but %s now reads %r, not %r"
                     % (" ".join(args), name, after, expected)
                 )
         except Unsupported as e:
             if self.strict:
-                self.fail("%s is not supported by the driver of %s: %s" % (name, self.interface, e))
+                self.runner.fail("%s is not supported by the driver of %s: %s" % (name, self.interface, e))
             self.unsupported.append(name)
             report.update(supported=False, changed=False, after=report["before"], msg=str(e))
         return report
@@ -274,7 +281,7 @@ class Tuner(object):
         try:
             return parse(text)
         except et.EthtoolParseError as e:
-            self.fail(str(e))
+            self.runner.fail(str(e))
 
 
 def _given(d):
@@ -316,7 +323,7 @@ def run_module():
     )
     p = module.params
     iface = p["interface"]
-    if not iface or "/" in iface or iface.startswith("-") or any(c.isspace() for c in iface):
+    if not ifname.valid(iface):
         module.fail_json(msg="interface %r is not a valid interface name" % iface)
 
     hashes = {}
@@ -330,7 +337,7 @@ def run_module():
         if not isinstance(value, bool) and value < 0:
             module.fail_json(msg="coalesce.%s must not be negative, got %d" % (field, value))
 
-    t = Tuner(module)
+    t = Tuner(module, Runner(module, interface=iface))
     result = dict(changed=False, interface=iface)
     diff_before, diff_after = {}, {}
 

@@ -33,13 +33,17 @@ description:
     reporting path.
 author:
   - xdp_bfd.fastpath developers (@xdp-bfd)
+extends_documentation_fragment:
+  - xdp_bfd.fastpath.attributes
 attributes:
   check_mode:
-    description: Runs normally in check mode (it only reads; the signal only makes the engine write its stats).
     support: full
+    details:
+      - Runs normally in check mode (it only reads; the signal only makes the engine write its stats).
   diff_mode:
-    description: Nothing is changed, so there is no diff.
     support: none
+    details:
+      - Nothing is changed, so there is no diff.
 options:
   path:
     description:

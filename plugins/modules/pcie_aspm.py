@@ -34,13 +34,17 @@ description:
   - The setting does not survive a reboot or a link reset; run it at boot.
 author:
   - xdp_bfd.fastpath developers (@xdp-bfd)
+extends_documentation_fragment:
+  - xdp_bfd.fastpath.attributes
 attributes:
   check_mode:
-    description: Reads lspci and the register and reports what would change; never writes.
     support: full
+    details:
+      - Reads lspci and the register and reports what would change; never writes.
   diff_mode:
-    description: Returns each device's ASPM state before and after.
     support: full
+    details:
+      - Returns each device's ASPM state before and after.
 options:
   interface:
     description: The network interface whose PCIe link to change, e.g. V(eth1).
@@ -124,6 +128,9 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import ifname
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils.command import Runner
+
 # Unit tests point this at a fake sysfs tree.
 SYS_CLASS_NET = "/sys/class/net"
 
@@ -165,36 +172,28 @@ def bits_to_words(bits):
 class Aspm(object):
     def __init__(self, module):
         self.module = module
-        self.lspci = module.get_bin_path("lspci", required=True)
-        self.setpci = module.get_bin_path("setpci", required=True)
+        self.runner = Runner(module)
+        self.lspci = self.runner.binary("lspci")
+        self.setpci = self.runner.binary("setpci")
         self.mask = ASPM_L1 if module.params["state"] == "l1_disabled" else ASPM_L0S | ASPM_L1
-        self.commands = []
-
-    def fail(self, msg, **kw):
-        self.module.fail_json(msg=msg, commands=self.commands, **kw)
-
-    def run(self, argv):
-        rc, out, err = self.module.run_command(argv)
-        if rc != 0:
-            self.fail("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip() or "no output"))
-        return out
+        self.commands = self.runner.commands
 
     def read_aspm(self, bdf):
         """lspci's words for the device's ASPM control, or None without a PCIe capability."""
-        out = self.run([self.lspci, "-vvv", "-s", bdf])
+        out = self.runner.run_or_fail([self.lspci, "-vvv", "-s", bdf])
         if not out.strip():
-            self.fail("lspci -vvv -s %s printed nothing: no such PCI device" % bdf)
+            self.runner.fail("lspci -vvv -s %s printed nothing: no such PCI device" % bdf)
         m = LNKCTL_RE.search(out)
         if m:
             return m.group(1)
         if "<access denied>" in out:
-            self.fail("lspci cannot read the capabilities of %s (<access denied>): run as root" % bdf)
+            self.runner.fail("lspci cannot read the capabilities of %s (<access denied>): run as root" % bdf)
         return None
 
     def read_lnkctl(self, bdf):
-        out = self.run([self.setpci, "-s", bdf, LINK_CONTROL]).strip()
+        out = self.runner.run_or_fail([self.setpci, "-s", bdf, LINK_CONTROL]).strip()
         if not re.match(r"^[0-9a-fA-F]{1,4}$", out):
-            self.fail("setpci -s %s %s returned %r, not a 16-bit value" % (bdf, LINK_CONTROL, out))
+            self.runner.fail("setpci -s %s %s returned %r, not a 16-bit value" % (bdf, LINK_CONTROL, out))
         return int(out, 16)
 
     def device(self, bdf, role):
@@ -210,7 +209,7 @@ class Aspm(object):
             return report
         value = self.read_lnkctl(bdf)
         if (value & 0x3) != bits:
-            self.fail("%s: lspci says ASPM %s but Link Control reads 0x%04x" % (bdf, words, value))
+            self.runner.fail("%s: lspci says ASPM %s but Link Control reads 0x%04x" % (bdf, words, value))
         new = value & ~self.mask
         argv = [self.setpci, "-s", bdf, "%s=0:%x" % (LINK_CONTROL, self.mask)]
         self.commands.append(argv)
@@ -218,11 +217,11 @@ class Aspm(object):
                       aspm_after=bits_to_words(bits & ~self.mask))
         if self.module.check_mode:
             return report
-        self.run(argv)
+        self.runner.run_or_fail(argv)
         after = self.read_aspm(bdf)
         report["aspm_after"] = after
         if after is None or words_to_bits(after) & self.mask:
-            self.fail("setpci wrote %s on %s but lspci still shows ASPM %s" % (LINK_CONTROL, bdf, after))
+            self.runner.fail("setpci wrote %s on %s but lspci still shows ASPM %s" % (LINK_CONTROL, bdf, after))
         return report
 
 
@@ -236,7 +235,7 @@ def run_module():
         supports_check_mode=True,
     )
     iface = module.params["interface"]
-    if not iface or "/" in iface or iface in (".", ".."):
+    if not ifname.valid(iface):
         module.fail_json(msg="interface %r is not a valid interface name" % iface)
 
     pci, why = pci_location(iface)

@@ -27,6 +27,7 @@ BINARIES = {
     "setpci": "/usr/bin/setpci",
     "pkill": "/usr/bin/pkill",
     "kill": "/usr/bin/kill",
+    "systemctl": "/usr/bin/systemctl",
 }
 
 
