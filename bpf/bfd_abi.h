@@ -14,10 +14,52 @@
 #define BFD_MAX_SESSIONS 4096
 #endif
 
-#define BFD_PORT_CONTROL 3784
-#define BFD_PORT_MULTIHOP 4784
-#define BFD_PORT_ECHO 3785
-#define BFD_CONTROL_LEN 24
+/*
+ * Values the RFCs define, restated here for C. Their reference in this
+ * repository is the engine's wire codec (engine/xdp_bfd/wire/control.py,
+ * table-tested against RFC 5880) and netio.py for the ports: the engine
+ * refuses a header whose copy disagrees (xdp_bfd/abi.py), and
+ * tests/unit/test_kernel_abi.py checks them, so neither side can drift.
+ */
+#define BFD_PORT_CONTROL 3784   /* RFC 5881 §4 */
+#define BFD_PORT_MULTIHOP 4784  /* RFC 5883 §3 */
+#define BFD_PORT_ECHO 3785      /* RFC 5881 §4 */
+#define BFD_VERSION 1
+#define BFD_CONTROL_LEN 24      /* the mandatory section (RFC 5880 §4.1) */
+#define BFD_CONTROL_LEN_AUTH 26 /* with the A bit: at least Auth Type and Auth Len */
+
+/* struct bfd_ctrl.flags: the State in the top two bits, then P F C A D M. */
+#define BFD_FLAG_POLL 0x20
+#define BFD_FLAG_FINAL 0x10
+#define BFD_FLAG_CPI 0x08
+#define BFD_FLAG_AUTH 0x04
+#define BFD_FLAG_DEMAND 0x02
+#define BFD_FLAG_MULTIPOINT 0x01
+#define BFD_STATE_SHIFT 6
+#define BFD_STATE_ADMIN_DOWN 0
+#define BFD_STATE_DOWN 1
+#define BFD_STATE_INIT 2
+#define BFD_STATE_UP 3
+#define BFD_VERSION_SHIFT 5
+
+/* The control packet's mandatory section (RFC 5880 §4.1), as it is on the wire. */
+struct bfd_ctrl {
+	__u8 vers_diag;         /* version << BFD_VERSION_SHIFT | diagnostic */
+	__u8 flags;             /* state << BFD_STATE_SHIFT | BFD_FLAG_* */
+	__u8 detect_mult;
+	__u8 length;
+	__be32 my_discr;
+	__be32 your_discr;
+	__be32 desired_min_tx;
+	__be32 required_min_rx;
+	__be32 required_min_echo_rx;
+};
+_Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is the 24-byte section");
+
+/*
+ * Engine <-> kernel values: defined here and nowhere else. The engine reads
+ * them from this file (xdp_bfd/abi.py), never from a copy.
+ */
 
 /* struct bfd_cfg.flags */
 #define BFD_CFG_ACTIVE 0x01   /* slot holds a session */
@@ -29,6 +71,15 @@
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
 #define BFD_EV_POLL 2         /* a Poll answered with Final in XDP; pkt holds it */
+
+/*
+ * The sweep: the verifier explores a bounded loop iteration by iteration and
+ * refuses more than 8192 pending branches, so one program covers
+ * BFD_SWEEP_CHUNK slots; BFD_SWEEP_COPIES of them (sweep.c) chain by tail
+ * call, and the engine loads ceil(sessions / BFD_SWEEP_CHUNK) of them.
+ */
+#define BFD_SWEEP_CHUNK 512
+#define BFD_SWEEP_COPIES 8
 
 /*
  * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in

@@ -13,13 +13,12 @@
 #include <uapi/linux/bpf_perf_event.h>
 
 /*
- * The verifier explores a bounded loop iteration by iteration and refuses more
- * than 8192 pending branches, so one program covers BFD_SWEEP_CHUNK slots.
- * BFD_MAX_SESSIONS / BFD_SWEEP_CHUNK copies of it each sweep their own range
- * and tail-call the next one while the table goes on.
+ * One program covers BFD_SWEEP_CHUNK slots (the verifier's limit, see
+ * bfd_abi.h): BFD_SWEEP_COPIES copies of it each sweep their own range and
+ * tail-call the next one while the table goes on.
  */
-#define BFD_SWEEP_CHUNK 512
-#define BFD_SWEEP_COPIES 8
+_Static_assert(BFD_SWEEP_CHUNK * BFD_SWEEP_COPIES >= BFD_MAX_SESSIONS,
+	       "the sweep's copies must cover BFD_MAX_SESSIONS");
 
 BPF_PROG_ARRAY(sweep_chain, BFD_SWEEP_COPIES);
 /* When the table was last swept: the tick fires on every CPU, one sweep per period is enough. */
@@ -98,6 +97,7 @@ static __always_inline int sweep_copy(struct bpf_perf_event_data *ctx, __u32 i)
 	return 0;
 }
 
+/* BFD_SWEEP_COPIES of them (a unit test counts them against the header). */
 #define BFD_SWEEP(i) \
 	int bfd_sweep_##i(struct bpf_perf_event_data *ctx) { return sweep_copy(ctx, (i)); }
 BFD_SWEEP(0)

@@ -12,13 +12,9 @@
  * closed) is passed to the engine's socket.
  */
 #include <uapi/linux/bpf.h>
-#include <uapi/linux/if_ether.h>
-#include <uapi/linux/in.h>
-#include <uapi/linux/ip.h>
-#include <uapi/linux/ipv6.h>
-#include <uapi/linux/udp.h>
 
 #include "maps.h"
+#include "parse.h"
 
 /*
  * --spread-pass: non-BFD frames go to the stack through a cpumap, picked by a
@@ -30,33 +26,24 @@
 BPF_CPUMAP(spread_map, BFD_SPREAD_MAX_CPUS);
 BPF_ARRAY(spread_cpu, __u32, BFD_SPREAD_MAX_CPUS);
 
-#define ETH_P_8021Q_BE 0x0081   /* htons(0x8100) */
-#define ETH_P_IP_BE 0x0008
-#define ETH_P_IPV6_BE 0xDD86
-#define BFD_FLAG_POLL 0x20
-#define BFD_FLAG_FINAL 0x10
-#define BFD_FLAG_AUTH 0x04
-#define BFD_FLAG_MULTIPOINT 0x01
-#define BFD_STATE_UP 3
+#define BFD_TTL 255             /* RFC 5881 §5 (GTSM): what single-hop packets carry */
+#define BFD_TOS 0xc0            /* our replies' DSCP: CS6, network control */
 
 /*
- * Offsets kept in a struct reach the verifier as unbounded scalars, and the
- * compiler deletes a mask it can prove redundant. Hide the value from the
- * compiler so the mask survives and the verifier sees the bound.
+ * One walk of the frame (parse.h) serves every path: what it found is kept
+ * here, as pointers the verifier has seen checked. The IP header pointers
+ * tell the family: exactly one is set for IP, neither for anything else.
  */
-static __always_inline __u32 bounded(__u32 off, __u32 mask)
-{
-	asm volatile("" : "+r"(off));
-	return off & mask;
-}
-
 struct parsed {
-	__u32 l3;          /* offset of the IP header */
-	__u32 l4;          /* offset of the UDP header */
-	__u8 v6;
+	struct ethhdr *eth;
+	struct iphdr *ip4;
+	struct ipv6hdr *ip6;
+	void *l4;                /* just past the IP header (IPv6: before any extension header) */
+	struct udphdr *udp;      /* a BFD port's only */
+	struct hdr_cursor nh;    /* a BFD port's: at the UDP payload */
 	__u8 ttl;
-	__u16 dport;       /* host order */
-	struct bfd_key key;  /* local = destination, peer = source */
+	__u16 dport;             /* host order */
+	struct bfd_key key;      /* local = destination, peer = source */
 };
 
 static __always_inline void count(__u32 idx)
@@ -152,58 +139,35 @@ static __always_inline __u32 fmix(__u32 h)
  * anything that is not IP stays on this CPU. A missing cpumap entry makes
  * the redirect return XDP_PASS (its flags' fallback), never a drop.
  */
-static __always_inline int pass_other(struct xdp_md *ctx)
+static __always_inline int pass_other(struct parsed *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	__u32 zero = 0, off = sizeof(*eth), h = 0x2545f491;
+	__u32 zero = 0, h = 0x2545f491;
 	struct bfd_gate *g = gate.lookup(&zero);
-	__u16 proto;
 	__u8 l4proto;
 	__u32 *ports = NULL;
 
 	if (!g || !g->spread_cpus)
 		goto pass;
-	if ((void *)(eth + 1) > end)
-		goto pass;
-	proto = eth->h_proto;
-	if (proto == ETH_P_8021Q_BE) {
-		__u16 *inner = data + off + 2;
+	if (p->ip4) {
+		struct iphdr *ip = p->ip4;
 
-		if ((void *)(inner + 1) > end)
-			goto pass;
-		proto = *inner;
-		off += 4;
-	}
-	if (proto == ETH_P_IP_BE) {
-		struct iphdr *ip = data + off;
-		__u32 ihl;
-
-		if ((void *)(ip + 1) > end)
-			goto pass;
 		l4proto = ip->protocol;
 		h = mix(mix(mix(h, ip->saddr), ip->daddr), l4proto);
-		ihl = (ip->ihl & 0xf) * 4;
-		if (!(ip->frag_off & bpf_htons(0x3fff)) && ihl >= sizeof(*ip))
-			ports = data + off + bounded(ihl, 0x3c);
-	} else if (proto == ETH_P_IPV6_BE) {
-		struct ipv6hdr *ip6 = data + off;
-		const __u32 *a;
+		if (!(ip->frag_off & bpf_htons(IPV4_MF | IPV4_OFFSET)))
+			ports = p->l4;
+	} else if (p->ip6) {
+		const __u32 *a = (const __u32 *)&p->ip6->saddr;
 
-		if ((void *)(ip6 + 1) > end)
-			goto pass;
-		a = (const __u32 *)&ip6->saddr;
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			h = mix(h, a[i]);  /* saddr then daddr: adjacent in the header */
-		l4proto = ip6->nexthdr;
+		l4proto = p->ip6->nexthdr;
 		h = mix(h, l4proto);
-		ports = (void *)(ip6 + 1);
+		ports = p->l4;
 	} else {
 		goto pass;
 	}
-	if (ports && (l4proto == IPPROTO_UDP || l4proto == IPPROTO_TCP) && (void *)(ports + 1) <= end)
+	if (ports && (l4proto == IPPROTO_UDP || l4proto == IPPROTO_TCP) && (void *)(ports + 1) <= p->nh.end)
 		h = mix(h, *ports);
 	__u32 k = ((__u64)fmix(h) * g->spread_cpus) >> 32;
 	__u32 *cpu = spread_cpu.lookup(&k);
@@ -219,112 +183,80 @@ pass:
 	return XDP_PASS;
 }
 
+static __always_inline int bfd_port(__u16 dport)
+{
+	return dport == BFD_PORT_CONTROL || dport == BFD_PORT_MULTIHOP || dport == BFD_PORT_ECHO;
+}
+
 /*
  * Ethernet (one optional 802.1Q tag), IPv4 without options or IPv6, UDP.
  * Returns 1 for a BFD port, 0 for anything else (passed untouched), or a
- * negative counter index for a BFD packet to drop.
+ * negative counter index for a BFD packet to drop. What it parsed stays in
+ * ``p`` either way: pass_other hashes the flow from it.
  */
 static __always_inline int parse(struct xdp_md *ctx, struct parsed *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	__u16 proto;
-	__u32 off = sizeof(*eth);
+	struct hdr_cursor *nh = &p->nh;
 	struct udphdr *udp;
+	int proto;
 
-	if ((void *)(eth + 1) > end)
-		return 0;
-	proto = eth->h_proto;
-	if (proto == ETH_P_8021Q_BE) {
-		__u16 *inner = data + off + 2;
+	cursor_init(nh, ctx);
+	proto = parse_ethhdr(nh, &p->eth);
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip;
 
-		if ((void *)(inner + 1) > end)
+		if (parse_iphdr(nh, &ip) < 0)
 			return 0;
-		proto = *inner;
-		off += 4;
-	}
-	p->l3 = off;
-	if (proto == ETH_P_IP_BE) {
-		struct iphdr *ip = data + off;
-		__u32 ihl;
-
-		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP)
-			return 0;
-		ihl = (ip->ihl & 0xf) * 4;
-		if (ihl < sizeof(*ip))
+		p->ip4 = ip;
+		p->l4 = nh->pos;
+		if (ip->protocol != IPPROTO_UDP)
 			return 0;
 		/* Non-first fragments carry no UDP header to match on. */
-		if (ip->frag_off & bpf_htons(0x1fff))
+		if (ip->frag_off & bpf_htons(IPV4_OFFSET))
 			return 0;
-		udp = data + off + ihl;
-		if ((void *)(udp + 1) > end)
+		if (parse_udphdr(nh, &udp) < 0)
 			return 0;
 		p->dport = bpf_ntohs(udp->dest);
-		if (p->dport != BFD_PORT_CONTROL && p->dport != BFD_PORT_MULTIHOP && p->dport != BFD_PORT_ECHO)
+		if (!bfd_port(p->dport))
 			return 0;
 		/* Options push UDP to a variable offset; a BFD packet never needs them. */
-		if (ihl != sizeof(*ip))
+		if (ip->ihl * 4 != sizeof(*ip))
 			return -BFD_C_DROP_IP_OPTIONS;
-		if (ip->frag_off & bpf_htons(0x2000))
+		if (ip->frag_off & bpf_htons(IPV4_MF))
 			return -BFD_C_DROP_FRAGMENT;
-		p->v6 = 0;
 		p->ttl = ip->ttl;
 		v4_mapped(p->key.local, ip->daddr);
 		v4_mapped(p->key.peer, ip->saddr);
-		p->l4 = off + sizeof(*ip);
-	} else if (proto == ETH_P_IPV6_BE) {
-		struct ipv6hdr *ip6 = data + off;
-		__u32 l4 = off + sizeof(*ip6);
-		__u8 nh, ext = 0, frag = 0;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6;
+		__u8 ext = 0;
+		int nexthdr = parse_ip6hdr(nh, &ip6);
 
-		if ((void *)(ip6 + 1) > end)
+		if (nexthdr < 0)
 			return 0;
-		nh = ip6->nexthdr;
+		p->ip6 = ip6;
+		p->l4 = nh->pos;
 		/*
 		 * BFD never needs an extension header, but a packet hidden behind one
-		 * must not slip past the rules: walk a few to find the UDP port.
+		 * must not slip past the rules: skip a few to find the UDP port.
 		 */
-#pragma unroll
-		for (int i = 0; i < 3; i++) {
-			__u8 *h;
-
-			if (nh == IPPROTO_UDP || l4 > 0x3ff)
-				break;
-			h = data + bounded(l4, 0x3ff);
-			if ((void *)(h + 2) > end)
-				return 0;
-			if (nh == IPPROTO_FRAGMENT) {
-				frag = 1;
-				l4 += 8;
-			} else if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING || nh == IPPROTO_DSTOPTS) {
-				l4 += ((__u32)h[1] + 1) * 8;
-			} else {
-				return 0;
-			}
-			nh = h[0];
-			ext = 1;
-		}
-		if (nh != IPPROTO_UDP || l4 > 0x3ff)
-			return 0;
-		udp = data + bounded(l4, 0x3ff);
-		if ((void *)(udp + 1) > end)
+		nexthdr = skip_ip6hdrext(nh, nexthdr, &ext);
+		if (nexthdr != IPPROTO_UDP || parse_udphdr(nh, &udp) < 0)
 			return 0;
 		p->dport = bpf_ntohs(udp->dest);
-		if (p->dport != BFD_PORT_CONTROL && p->dport != BFD_PORT_MULTIHOP && p->dport != BFD_PORT_ECHO)
+		if (!bfd_port(p->dport))
 			return 0;
-		if (frag)
+		if (ext & IPV6_EXT_FRAGMENT)
 			return -BFD_C_DROP_FRAGMENT;
 		if (ext)
 			return -BFD_C_DROP_IP_OPTIONS;
-		p->v6 = 1;
 		p->ttl = ip6->hop_limit;
 		__builtin_memcpy(p->key.local, &ip6->daddr, 16);
 		__builtin_memcpy(p->key.peer, &ip6->saddr, 16);
-		p->l4 = off + sizeof(*ip6);
 	} else {
 		return 0;
 	}
+	p->udp = udp;
 	p->key.multihop = p->dport == BFD_PORT_MULTIHOP;
 	p->key.ifindex = ctx->ingress_ifindex;
 	return 1;
@@ -360,15 +292,20 @@ static __always_inline __u32 *lookup_by_path(struct bfd_key *k)
 	return slot;
 }
 
-/* Echo: reflect for a session we hold, at layer 2 (IPv4 self-addressed) or layer 3 (FRR's IPv6). */
-static __always_inline int echo(struct xdp_md *ctx, struct parsed *p)
+static __always_inline void swap_macs(struct ethhdr *eth)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
+	__u8 mac[ETH_ALEN];
+
+	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+}
+
+/* Echo: reflect for a session we hold, at layer 2 (IPv4 self-addressed) or layer 3 (FRR's IPv6). */
+static __always_inline int echo(struct parsed *p)
+{
 	struct bfd_echo_key ek = {};
 	__u32 *slot;
-	__u8 mac[ETH_ALEN];
 
 	__builtin_memcpy(ek.peer, p->key.peer, 16);
 	ek.ifindex = p->key.ifindex;
@@ -382,27 +319,15 @@ static __always_inline int echo(struct xdp_md *ctx, struct parsed *p)
 	struct bfd_cfg *c = slot_cfg.lookup(slot);
 	if (!c || !(c->flags & BFD_CFG_ECHO))
 		return drop(BFD_C_DROP_ECHO_UNKNOWN);
-	if ((void *)(eth + 1) > end)
-		return XDP_PASS;
-	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+	swap_macs(p->eth);
 	if (!same16(p->key.local, p->key.peer)) {
 		/* Addressed to us: send it back to its sender (the UDP checksum is unchanged by a swap). */
-		if (p->v6) {
-			struct ipv6hdr *ip6 = data + bounded(p->l3, 0x1f);
-
-			if ((void *)(ip6 + 1) > end)
-				return XDP_DROP;
-			__builtin_memcpy(&ip6->saddr, p->key.local, 16);
-			__builtin_memcpy(&ip6->daddr, p->key.peer, 16);
-		} else {
-			struct iphdr *ip = data + bounded(p->l3, 0x1f);
-
-			if ((void *)(ip + 1) > end)
-				return XDP_DROP;
-			__builtin_memcpy(&ip->saddr, p->key.local + 12, 4);
-			__builtin_memcpy(&ip->daddr, p->key.peer + 12, 4);
+		if (p->ip6) {
+			__builtin_memcpy(&p->ip6->saddr, p->key.local, 16);
+			__builtin_memcpy(&p->ip6->daddr, p->key.peer, 16);
+		} else if (p->ip4) {
+			__builtin_memcpy(&p->ip4->saddr, p->key.local + 12, 4);
+			__builtin_memcpy(&p->ip4->daddr, p->key.peer + 12, 4);
 		}
 	}
 	struct bfd_state *st = slot_state.lookup(slot);
@@ -412,78 +337,81 @@ static __always_inline int echo(struct xdp_md *ctx, struct parsed *p)
 	return XDP_TX;
 }
 
-/* Rewrite the frame in place into our reply: 24 bytes of BFD from the session's template. */
-static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bfd_cfg *c, __be32 peer_discr,
-				 int final)
+/*
+ * Rewrite the frame in place into our reply: 24 bytes of BFD from the
+ * session's template. ``bfd`` is the peer's header; ``peer_discr`` its My
+ * Discriminator, read before the template overwrites it.
+ */
+static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bfd_ctrl *bfd, struct bfd_cfg *c,
+				 __be32 peer_discr, int final)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u32 l3len = p->v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
-	__u32 want = p->l3 + l3len + sizeof(struct udphdr) + BFD_CONTROL_LEN;
-	__u32 have = end - data;
-	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
-	struct ethhdr *eth = data;
+	struct ethhdr *eth = p->eth;
+	struct iphdr *ip = p->ip4;
+	struct ipv6hdr *ip6 = p->ip6;
+	struct udphdr *udp = p->udp;
+	long excess = p->nh.end - (void *)(bfd + 1);
 
-	if ((void *)(eth + 1) > end)
-		return XDP_DROP;
-	__builtin_memcpy(smac, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(dmac, eth->h_source, ETH_ALEN);
-	if (have > want && bpf_xdp_adjust_tail(ctx, (int)want - (int)have))
-		return XDP_PASS;
-	data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-	eth = data;
-	if ((void *)(eth + 1) > end)
-		return XDP_DROP;
-	__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
+	if (excess > 0) {
+		/*
+		 * Anything past our 24 bytes goes. Moving the frame's end invalidates
+		 * every pointer into it (for the verifier): walk the headers again.
+		 */
+		struct hdr_cursor nh;
+		int proto;
+
+		if (bpf_xdp_adjust_tail(ctx, (int)-excess))
+			return XDP_PASS;
+		cursor_init(&nh, ctx);
+		proto = parse_ethhdr(&nh, &eth);
+		if (ip6) {
+			if (proto != bpf_htons(ETH_P_IPV6) || parse_ip6hdr(&nh, &ip6) < 0)
+				return XDP_DROP;
+		} else if (proto != bpf_htons(ETH_P_IP) || parse_iphdr(&nh, &ip) < 0) {
+			return XDP_DROP;
+		}
+		if (parse_udphdr(&nh, &udp) < 0)
+			return XDP_DROP;
+		bfd = nh.pos;
+		if ((void *)(bfd + 1) > nh.end)
+			return XDP_DROP;
+	}
+	swap_macs(eth);
 
 	__u64 sum = bpf_htons(IPPROTO_UDP) + bpf_htons(sizeof(struct udphdr) + BFD_CONTROL_LEN);
-	struct udphdr *udp;
-	if (p->v6) {
-		struct ipv6hdr *ip6 = data + bounded(p->l3, 0x1f);
-
-		if ((void *)(ip6 + 1) > end)
-			return XDP_DROP;
+	if (ip6) {
 		ip6->payload_len = bpf_htons(sizeof(struct udphdr) + BFD_CONTROL_LEN);
-		ip6->hop_limit = 255;
+		ip6->hop_limit = BFD_TTL;
 		__builtin_memcpy(&ip6->saddr, p->key.local, 16);
 		__builtin_memcpy(&ip6->daddr, p->key.peer, 16);
 		sum += sum16(p->key.local, 8) + sum16(p->key.peer, 8);
-		udp = (void *)(ip6 + 1);
-	} else {
-		struct iphdr *ip = data + bounded(p->l3, 0x1f);
-
-		if ((void *)(ip + 1) > end)
-			return XDP_DROP;
-		ip->tos = 0xc0;
+	} else if (ip) {
+		ip->tos = BFD_TOS;
 		ip->tot_len = bpf_htons(sizeof(*ip) + sizeof(struct udphdr) + BFD_CONTROL_LEN);
 		ip->id = 0;
-		ip->frag_off = bpf_htons(0x4000);
-		ip->ttl = 255;
+		ip->frag_off = bpf_htons(IPV4_DF);
+		ip->ttl = BFD_TTL;
 		ip->check = 0;
 		__builtin_memcpy(&ip->saddr, p->key.local + 12, 4);
 		__builtin_memcpy(&ip->daddr, p->key.peer + 12, 4);
 		ip->check = fold(sum16((__u8 *)ip, 8) + sum16((__u8 *)ip + 16, 2));
 		sum += sum16(p->key.local + 12, 2) + sum16(p->key.peer + 12, 2);
-		udp = (void *)(ip + 1);
-	}
-	__u8 *bfd = (__u8 *)(udp + 1);
-	if ((void *)(bfd + BFD_CONTROL_LEN) > end)
+	} else {
 		return XDP_DROP;
+	}
 	udp->source = c->sport;
 	udp->dest = c->dport;
 	udp->len = bpf_htons(sizeof(struct udphdr) + BFD_CONTROL_LEN);
 	udp->check = 0;
-	__builtin_memcpy(bfd, c->reply, BFD_CONTROL_LEN);
-	__builtin_memcpy(bfd + 8, &peer_discr, 4);
+	__builtin_memcpy(bfd, c->reply, sizeof(*bfd));
+	bfd->your_discr = peer_discr;
 	if (final)
-		bfd[1] |= BFD_FLAG_FINAL;
+		bfd->flags |= BFD_FLAG_FINAL;
 	/*
 	 * Frames from local senders on veth carry only a partial checksum: compute
-	 * it all, over the 8-byte UDP header and the 24 bytes of BFD (16 words).
+	 * it all, over the 8-byte UDP header and the 24 bytes of BFD (16 words;
+	 * the BFD header follows the UDP header).
 	 */
-	sum += sum16((__u8 *)udp, 8) + sum16(bfd + 8, 8);
+	sum += sum16((__u8 *)udp, 8) + sum16((__u8 *)bfd + 8, 8);
 	__u16 check = fold(sum);
 	udp->check = check ? check : 0xffff;
 	return XDP_TX;
@@ -492,47 +420,35 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 int xdp_bfd_rx(struct xdp_md *ctx)
 {
 	struct parsed p = {};
+	struct bfd_ctrl *bfd;
 	int r = parse(ctx, &p);
 
 	if (r == 0)
-		return pass_other(ctx);
+		return pass_other(&p);
 	if (r < 0)
 		return drop(-r);
 	if (p.dport == BFD_PORT_ECHO)
-		return echo(ctx, &p);
+		return echo(&p);
 	/* RFC 5881 §5 (GTSM): single-hop packets arrive with TTL 255 or were forwarded. */
-	if (p.dport == BFD_PORT_CONTROL && p.ttl != 255)
+	if (p.dport == BFD_PORT_CONTROL && p.ttl != BFD_TTL)
 		return drop(BFD_C_DROP_TTL);
 
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct udphdr *udp = data + bounded(p.l4, 0x7f);
-	__u8 *bfd = (__u8 *)(udp + 1);
-
-	if ((void *)bfd > end)
+	int payload = udp_payload_len(&p.nh, p.udp);
+	if (payload < 0)
 		return drop(BFD_C_DROP_SHORT);
-	__u32 udp_payload = bpf_ntohs(udp->len);
-	if (udp_payload < sizeof(*udp) || (void *)bfd + (udp_payload - sizeof(*udp)) > end)
-		return drop(BFD_C_DROP_SHORT);
-	udp_payload -= sizeof(*udp);
 	/* RFC 5880 §6.8.6, in its order. */
-	if ((void *)(bfd + 1) > end || udp_payload < 1)
-		return drop(BFD_C_DROP_SHORT);
-	if ((bfd[0] >> 5) != 1)
-		return drop(BFD_C_DROP_VERSION);
-	if ((void *)(bfd + BFD_CONTROL_LEN) > end || udp_payload < BFD_CONTROL_LEN)
-		return drop(BFD_C_DROP_SHORT);
-	__u8 flags = bfd[1];
-	__u8 len = bfd[3];
-	if (len < ((flags & BFD_FLAG_AUTH) ? 26 : 24) || len > udp_payload)
+	r = parse_bfdhdr(&p.nh, payload, &bfd);
+	if (r)
+		return drop(r);
+	__u8 flags = bfd->flags;
+	__u8 len = bfd->length;
+	if (len < ((flags & BFD_FLAG_AUTH) ? BFD_CONTROL_LEN_AUTH : BFD_CONTROL_LEN) || len > payload)
 		return drop(BFD_C_DROP_LENGTH);
-	if (bfd[2] == 0)
+	if (bfd->detect_mult == 0)
 		return drop(BFD_C_DROP_DETECT_MULT);
 	if (flags & BFD_FLAG_MULTIPOINT)
 		return drop(BFD_C_DROP_MULTIPOINT);
-	__be32 my_discr, your_discr;
-	__builtin_memcpy(&my_discr, bfd + 4, 4);
-	__builtin_memcpy(&your_discr, bfd + 8, 4);
+	__be32 my_discr = bfd->my_discr, your_discr = bfd->your_discr;
 	if (!my_discr)
 		return drop(BFD_C_DROP_MY_DISCR);
 
@@ -544,7 +460,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		if (!slot)
 			return drop(BFD_C_DROP_YOUR_DISCR);
 	} else {
-		if ((flags >> 6) >= 2)  /* Init or Up must name our discriminator */
+		if (bfd_state(bfd) >= BFD_STATE_INIT)  /* Init or Up must name our discriminator */
 			return drop(BFD_C_DROP_YOUR_DISCR_ZERO);
 		slot = lookup_by_path(&p.key);
 		p.key.ifindex = ctx->ingress_ifindex;
@@ -588,7 +504,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 			count(BFD_C_TX_EARLY);
 			return XDP_DROP;
 		}
-	} else if (!((flags & BFD_FLAG_POLL) && (flags >> 6) == BFD_STATE_UP)) {
+	} else if (!((flags & BFD_FLAG_POLL) && bfd_state(bfd) == BFD_STATE_UP)) {
 		goto up;
 	} else {
 		/* A Poll while Up: answer with Final now, and tell the engine what it asked. */
@@ -598,7 +514,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
 		emit(BFD_EV_POLL, idx, c, now, now, &ev);
 	}
-	r = reply(ctx, &p, c, my_discr, flags & BFD_FLAG_POLL);
+	r = reply(ctx, &p, bfd, c, my_discr, flags & BFD_FLAG_POLL);
 	if (r == XDP_TX) {
 		st->last_ktx_ns = now;
 		__sync_fetch_and_add(&st->ktx_packets, 1);

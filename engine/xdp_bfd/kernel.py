@@ -1,8 +1,9 @@
 """The XDP fast path from userspace: compile with bcc, attach, keep the maps.
 
 Map layouts come from ``bpf/bfd_abi.h`` through bcc's generated ctypes
-(``table.Leaf``/``table.Key``), and the counter names from the same header's
-X-macro: nothing here restates a C layout.
+(``table.Leaf``/``table.Key``), and every shared value (flags, events, sizes,
+the counter names) from the same header through :mod:`.abi`: nothing here
+restates a C layout or constant.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import os
 import re
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import abi as _abi
 
 log = logging.getLogger("xdp_bfd")
 
@@ -66,20 +69,22 @@ def bpf_dir() -> Path:
     return where
 
 
+def load_abi(header: Path | None = None) -> _abi.Abi:
+    """The ABI of ``header`` (default: this build's bfd_abi.h), parsed once; a bad header is a KernelError."""
+    try:
+        return _abi.load(header or bpf_dir() / "bfd_abi.h")
+    except _abi.AbiError as e:
+        raise KernelError(str(e)) from None
+
+
 def counter_names(header: Path) -> list[str]:
     """Counter names in index order, read from the BFD_COUNTERS X-macro."""
-    text = header.read_text()
-    block = re.search(r"#define BFD_COUNTERS\(X\)(.*?)\n\n", text, re.S)
-    if not block:
-        raise KernelError(f"{header}: no BFD_COUNTERS list")
-    return re.findall(r"X\(\w+,\s*(\w+)\)", block.group(1))
+    return list(load_abi(header).counters)
 
 
-def abi_constants(header: Path) -> dict[str, int]:
-    return {
-        m[0]: int(m[1], 0)
-        for m in re.findall(r"#define (BFD_\w+) (0x[0-9a-fA-F]+|\d+)\b", header.read_text())
-    }
+def abi_constants(header: Path) -> Mapping[str, int]:
+    """Every ``#define BFD_<NAME> <number>`` of the header (the one parse :mod:`.abi` keeps)."""
+    return load_abi(header).constants
 
 
 def mapped16(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bytes:
@@ -114,10 +119,26 @@ def online_cpus() -> list[int]:
     return out
 
 
+def layout_sources(src: Path) -> list[str]:
+    """What decides the map layouts: maps.h and every header it includes, transitively.
+
+    Program code (xdp_bfd.c, sweep.c, parse.h) is not among them: a successor
+    whose programs changed but whose maps did not adopts the maps (--pin).
+    """
+    out, todo = [], ["maps.h"]
+    while todo:
+        name = todo.pop(0)
+        if name in out:
+            continue
+        out.append(name)
+        todo += re.findall(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', (src / name).read_text(), re.M)
+    return out
+
+
 def layout_id(src: Path, cflags: list[str]) -> str:
     """Names a build's map layouts: everything that decides them, hashed (see bfd_abi.h, --pin)."""
     h = hashlib.sha256()
-    for name in ("bfd_abi.h", "maps.h"):
+    for name in sorted(layout_sources(src)):
         h.update((src / name).read_bytes())
     for flag in sorted(cflags):
         h.update(flag.encode() + b"\0")
@@ -166,10 +187,15 @@ class FastPath:
 
         self._BPF = BPF
         src = bpf_dir()
-        self.consts = abi_constants(src / "bfd_abi.h")
-        # Read before compiling: the names must describe the header this build compiles.
-        self.counter_names = counter_names(src / "bfd_abi.h")
-        self.max_sessions = max_sessions or self.consts["BFD_MAX_SESSIONS"]
+        # Read before compiling: the values must describe the header this build compiles.
+        self.abi = load_abi(src / "bfd_abi.h")
+        self.consts = self.abi.constants
+        self.counter_names = list(self.abi.counters)
+        self.max_sessions = max_sessions or self.abi.max_sessions
+        try:
+            nsweeps = self.abi.sweep_programs(self.max_sessions)
+        except _abi.AbiError as e:
+            raise KernelError(str(e)) from None
         self.pin = pin
         text = (src / "xdp_bfd.c").read_text() + "\n" + (src / "sweep.c").read_text()
         cflags = [f"-I{src}", "-Wno-unused-function", *layout_cflags(self.max_sessions)]
@@ -182,8 +208,7 @@ class FastPath:
             # Loaded (and so verified) now: a successor must fail before it asks anyone to leave.
             self.sweep_fn = self.bpf.load_func(b"bfd_sweep", BPF.PERF_EVENT)
             self.sweep_fns = [
-                self.bpf.load_func(f"bfd_sweep_{i}".encode(), BPF.PERF_EVENT)
-                for i in range((self.max_sessions + 511) // 512)
+                self.bpf.load_func(f"bfd_sweep_{i}".encode(), BPF.PERF_EVENT) for i in range(nsweeps)
             ]
             chain = self.bpf["sweep_chain"]
             for i, fn in enumerate(self.sweep_fns):
@@ -269,7 +294,7 @@ class FastPath:
 
     def enable_spread(self, qsize: int = SPREAD_QSIZE) -> int:
         """--spread-pass: one cpumap entry per online CPU; returns how many take traffic."""
-        cpus = online_cpus()[: self.consts["BFD_SPREAD_MAX_CPUS"]]
+        cpus = online_cpus()[: self.abi.spread_max_cpus]
         cpumap, slots = self.bpf["spread_map"], self.bpf["spread_cpu"]
         try:
             for i, cpu in enumerate(cpus):
@@ -389,20 +414,20 @@ class FastPath:
     # -- --pin: owner record and handover blob ----------------------------------
 
     def set_owner(self, pid: int, state: int, blob_len: int, *, done_ns: int = 0) -> None:
-        owner = self.owner
+        owner, slot = self.owner, self.abi.Owner
         assert owner is not None, "set_owner needs --pin"
         for idx, value in (
-            (self.consts["BFD_OWNER_DONE_NS"], done_ns),
-            (self.consts["BFD_OWNER_BLOB_LEN"], blob_len),
-            (self.consts["BFD_OWNER_STATE"], state),
-            (self.consts["BFD_OWNER_PID"], pid),
+            (slot.DONE_NS, done_ns),
+            (slot.BLOB_LEN, blob_len),
+            (slot.STATE, state),
+            (slot.PID, pid),
         ):
             owner[owner.Key(idx)] = ctypes.c_uint64(value)
 
     def write_handover(self, blob: bytes) -> None:
-        table, size = self.handover, self.consts["BFD_HANDOVER_CHUNK"]
+        table, size = self.handover, self.abi.handover_chunk
         assert table is not None, "write_handover needs --pin"
-        if len(blob) > size * self.consts["BFD_HANDOVER_CHUNKS"]:
+        if len(blob) > size * self.abi.handover_chunks:
             raise KernelError(f"handover state of {len(blob)} bytes does not fit the pinned map")
         for i in range(0, len(blob), size):
             leaf = table.Leaf()
@@ -411,7 +436,7 @@ class FastPath:
             table[table.Key(i // size)] = leaf
 
     def read_handover(self, length: int) -> bytes:
-        table, size = self.handover, self.consts["BFD_HANDOVER_CHUNK"]
+        table, size = self.handover, self.abi.handover_chunk
         assert table is not None, "read_handover needs --pin"
         out = bytearray()
         for i in range(0, length, size):

@@ -19,20 +19,31 @@ from . import links
 from .clock import now_us
 from .kernel import FastPath, mapped16
 from .session import Rejected
-from .wire.control import CodecError, State, decode_control, encode_control
+from .wire.control import MIN_LEN, CodecError, Flag, State, decode_control, encode_control
 
 if TYPE_CHECKING:
     from .engine import Engine, Entry
 
 log = logging.getLogger("xdp_bfd")
 
-FLAG_P, FLAG_F = 0x20, 0x10
+# int, not Flag: the complement of a Flag holds only the other flags, and the State bits would go.
+_POLL_FINAL = int(Flag.POLL | Flag.FINAL)
+
+
+def steady_template(raw: bytes, size: int) -> bytes:
+    """What the peer's steady packet looks like (the kernel compares all ``size`` bytes of it):
+    its last one without P and F, if it had no auth section; zeros (never matching) otherwise."""
+    if len(raw) >= size and raw[3] == MIN_LEN and not raw[1] & Flag.AUTH:
+        return raw[:1] + bytes([raw[1] & ~_POLL_FINAL & 0xFF]) + raw[2:size]
+    return bytes(size)
 
 
 class Offload:
     def __init__(self, engine: Engine, fp: FastPath) -> None:
         self.engine, self.fp = engine, fp
-        self.c = fp.consts
+        # The engine<->kernel values, as the header this build compiled defines them.
+        self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
+        self.control_len = fp.abi.control_len
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.ifindexes = {a.ifname: a.ifindex for a in fp.attached}
         engine.add_reader(fp.open_events(self.on_event), lambda _now: fp.consume_events())
@@ -130,24 +141,22 @@ class Offload:
             entry.epoch += 1  # a new watch: an old expiry report must not count
         entry.detect_armed = detect
         ktx = self._ktx_eligible(entry)
-        flags = self.c["BFD_CFG_ACTIVE"]
+        f = self.cfg_flag
+        flags = f.ACTIVE
         if s.state == State.UP:
-            flags |= self.c["BFD_CFG_ECHO"]  # a peer echoes only over an Up session
+            flags |= f.ECHO  # a peer echoes only over an Up session
         if ktx:
-            flags |= self.c["BFD_CFG_KTX"]
+            flags |= f.KTX
         if detect:
-            flags |= self.c["BFD_CFG_DETECT"]
+            flags |= f.DETECT
         if cfg.auth is not None:
-            flags |= self.c["BFD_CFG_AUTH"]
+            flags |= f.AUTH
         # The kernel answers only while Up and fills Your Discriminator from the
         # peer's packet (so the reply stays right across a peer restart).
         reply = encode_control(replace(s.current_packet(), state=State.UP, your_discr=0))
-        raw = entry.last_rx_raw
-        expect = bytes(24)
-        if len(raw) >= 24 and raw[3] == 24 and not raw[1] & 0x04:
-            expect = raw[:1] + bytes([raw[1] & ~(FLAG_P | FLAG_F) & 0xFF]) + raw[2:24]
+        expect = steady_template(entry.last_rx_raw, self.control_len)
         kcfg = {
-            "flags": flags,
+            "flags": int(flags),
             "local_discr": s.local_discr,
             "peer": mapped16(cfg.peer),
             "ifindex": self._path_ifindex(entry),
@@ -174,7 +183,7 @@ class Offload:
         if entry is None or ev.epoch != entry.epoch:
             return  # the session went away or was re-armed since
         now = now_us()
-        if ev.type == self.c["BFD_EV_EXPIRED"]:
+        if ev.type == self.event.EXPIRED:
             # The kernel's own clock says how long the peer was silent when the
             # sweep noticed: the honest detection latency, however late we read it.
             entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
@@ -189,7 +198,7 @@ class Offload:
                 ev.last_rx_ns / 1e9,
             )
             entry.session.detection_expired(now)
-        elif ev.type == self.c["BFD_EV_POLL"]:
+        elif ev.type == self.event.POLL:
             raw = bytes(ev.pkt)
             try:
                 pkt = decode_control(raw)
@@ -214,7 +223,7 @@ class Offload:
         out["last_detection_us"] = entry.last_detection_us
         out["last_detection_overshoot_us"] = entry.last_detection_overshoot_us
         out["offloaded"] = entry.offloaded
-        out["kernel_tx_active"] = bool(entry.kcfg and entry.kcfg["flags"] & self.c["BFD_CFG_KTX"])
+        out["kernel_tx_active"] = bool(entry.kcfg and entry.kcfg["flags"] & self.cfg_flag.KTX)
 
     def stats(self, doc: dict[str, Any]) -> None:
         totals = self.fp.counter_totals()

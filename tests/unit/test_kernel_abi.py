@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import enum
 import ipaddress
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from xdp_bfd.kernel import PACKAGED_BPF_DIR, KernelError, abi_constants, bpf_dir, counter_names, mapped16
+from xdp_bfd import abi, netio
+from xdp_bfd.kernel import (
+    PACKAGED_BPF_DIR,
+    KernelError,
+    abi_constants,
+    bpf_dir,
+    counter_names,
+    layout_id,
+    layout_sources,
+    load_abi,
+    mapped16,
+)
+from xdp_bfd.offload import steady_template
+from xdp_bfd.wire import control
 
 REPO_BPF = Path(__file__).resolve().parents[2] / "bpf"
+ENGINE = Path(__file__).resolve().parents[2] / "engine" / "xdp_bfd"
 
 
 def test_counter_names_come_from_the_header_in_index_order():
@@ -63,3 +80,289 @@ def test_the_override_wins_and_must_hold_the_sources(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("XDP_BFD_BPF_DIR", str(tmp_path / "missing"))
     with pytest.raises(KernelError, match=r"no bfd_abi\.h in .*missing \(XDP_BFD_BPF_DIR\)"):
         bpf_dir()
+
+
+# --- one typed ABI: Python takes every shared value from the header -----------------
+
+
+def _header(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """A copy of this build's bfd_abi.h with each (old, new) replaced exactly once."""
+    text = (REPO_BPF / "bfd_abi.h").read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    out = tmp_path / "bfd_abi.h"
+    out.write_text(text)
+    return out
+
+
+def test_the_header_parses_into_typed_values() -> None:
+    a = load_abi()
+    assert isinstance(a.CfgFlag.KTX, enum.IntFlag) and isinstance(a.Event.POLL, enum.IntEnum)
+    flags = [a.CfgFlag.ACTIVE, a.CfgFlag.KTX, a.CfgFlag.DETECT, a.CfgFlag.AUTH, a.CfgFlag.ECHO]
+    assert len(set(flags)) == 5 and all(f & (f - 1) == 0 for f in flags)
+    assert a.Event.EXPIRED != a.Event.POLL
+    assert a.counters == tuple(counter_names(a.header))
+    assert a.control_len == control.MIN_LEN
+    # 4096 sessions take every copy of the sweep; one more than they cover is refused.
+    assert a.sweep_programs(a.sweep_chunk * a.sweep_copies) == a.sweep_copies
+    assert a.sweep_programs(1) == 1
+    with pytest.raises(abi.AbiError, match="BFD_SWEEP_COPIES x BFD_SWEEP_CHUNK"):
+        a.sweep_programs(a.sweep_chunk * a.sweep_copies + 1)
+
+
+def test_the_header_is_parsed_once() -> None:
+    header = bpf_dir() / "bfd_abi.h"
+    assert abi.load(header) is abi.load(header) is load_abi()
+    assert abi_constants(header) is load_abi().constants
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "read", "want"),
+    [
+        ("#define BFD_CFG_KTX 0x02", "#define BFD_CFG_KTX 0x40", lambda a: a.CfgFlag.KTX, 0x40),
+        ("#define BFD_CFG_ECHO 0x10", "#define BFD_CFG_ECHO 0x80", lambda a: a.CfgFlag.ECHO, 0x80),
+        ("#define BFD_EV_POLL 2", "#define BFD_EV_POLL 9", lambda a: a.Event.POLL, 9),
+        ("#define BFD_SWEEP_CHUNK 512", "#define BFD_SWEEP_CHUNK 256", lambda a: a.sweep_chunk, 256),
+        ("#define BFD_SWEEP_COPIES 8", "#define BFD_SWEEP_COPIES 16", lambda a: a.sweep_copies, 16),
+        (
+            "#define BFD_HANDOVER_CHUNK 16384",
+            "#define BFD_HANDOVER_CHUNK 4096",
+            lambda a: a.handover_chunk,
+            4096,
+        ),
+        ("#define BFD_OWNER_DONE_NS 3", "#define BFD_OWNER_DONE_NS 7", lambda a: a.Owner.DONE_NS, 7),
+        (
+            "#define BFD_OWNER_HANDED_OVER 2",
+            "#define BFD_OWNER_HANDED_OVER 5",
+            lambda a: a.OwnerState.HANDED_OVER,
+            5,
+        ),
+        (
+            "#define BFD_SPREAD_MAX_CPUS 256",
+            "#define BFD_SPREAD_MAX_CPUS 64",
+            lambda a: a.spread_max_cpus,
+            64,
+        ),
+        ("#define BFD_MAX_SESSIONS 4096", "#define BFD_MAX_SESSIONS 1024", lambda a: a.max_sessions, 1024),
+        ("\tX(XDP_TX, xdp_tx)                 \\\n", "", lambda a: a.counters[0], "xdp_pass"),
+    ],
+)
+def test_a_changed_header_changes_the_python_value(tmp_path: Path, old, new, read, want) -> None:
+    assert read(load_abi()) != want
+    assert read(load_abi(_header(tmp_path, (old, new)))) == want
+
+
+def test_a_missing_name_is_one_clear_error(tmp_path: Path) -> None:
+    header = _header(
+        tmp_path,
+        ("#define BFD_CFG_KTX 0x02 ", "/* gone */ "),
+        ("#define BFD_SWEEP_CHUNK 512\n", "\n"),
+    )
+    with pytest.raises(KernelError) as e:
+        load_abi(header)
+    # One line, every missing name in it, the header named.
+    msg = str(e.value)
+    assert "\n" not in msg and str(header) in msg
+    assert re.search(r"needs BFD_CFG_KTX, BFD_SWEEP_CHUNK\b", msg), msg
+    with pytest.raises(abi.AbiError):
+        abi.load(header)
+
+
+def test_no_counter_list_is_one_clear_error(tmp_path: Path) -> None:
+    header = _header(tmp_path, ("#define BFD_COUNTERS(X)", "#define BFD_COUNTER_LIST(X)"))
+    with pytest.raises(KernelError, match=r"needs BFD_COUNTERS\b"):
+        counter_names(header)
+
+
+def test_a_value_defined_twice_differently_is_refused(tmp_path: Path) -> None:
+    header = _header(tmp_path, ("#define BFD_EV_POLL 2", "#define BFD_EV_POLL 2\n#define BFD_EV_POLL 3"))
+    with pytest.raises(KernelError, match="defined twice with different values: BFD_EV_POLL"):
+        load_abi(header)
+
+
+# --- RFC values: the codec is their reference, the header's copy is checked ----------
+
+
+def test_the_headers_rfc_values_are_the_codecs() -> None:
+    c = load_abi().constants
+    assert {f.name: c[f"BFD_FLAG_{f.name}"] for f in control.Flag} == {f.name: int(f) for f in control.Flag}
+    assert {s.name: c[f"BFD_STATE_{s.name}"] for s in control.State} == {
+        s.name: int(s) for s in control.State
+    }
+    assert (c["BFD_VERSION"], c["BFD_VERSION_SHIFT"], c["BFD_STATE_SHIFT"]) == (
+        control.VERSION,
+        control.VERSION_SHIFT,
+        control.STATE_SHIFT,
+    )
+    assert (c["BFD_CONTROL_LEN"], c["BFD_CONTROL_LEN_AUTH"]) == (control.MIN_LEN, control.MIN_LEN_AUTH)
+    assert load_abi().ports == (netio.PORT_SINGLE_HOP, netio.PORT_MULTIHOP, netio.PORT_ECHO)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("#define BFD_FLAG_POLL 0x20", "#define BFD_FLAG_POLL 0x40"),
+        ("#define BFD_STATE_UP 3", "#define BFD_STATE_UP 2"),
+        ("#define BFD_CONTROL_LEN 24 ", "#define BFD_CONTROL_LEN 28 "),
+    ],
+)
+def test_a_header_that_disagrees_with_the_rfc_codec_is_refused(tmp_path: Path, old: str, new: str) -> None:
+    name = old.split()[1]
+    with pytest.raises(KernelError, match=rf"{name} is 0x[0-9a-f]+, the RFC codec says"):
+        load_abi(_header(tmp_path, (old, new)))
+
+
+def test_struct_bfd_ctrl_is_the_codecs_fixed_section() -> None:
+    body = re.search(r"struct bfd_ctrl \{(.*?)\};", (REPO_BPF / "bfd_abi.h").read_text(), re.S)
+    assert body
+    kinds = re.findall(r"^\s*(__u8|__be32)\s+\w+;", body.group(1), re.M)
+    assert "!" + "".join("B" if k == "__u8" else "I" for k in kinds) == control._FIXED.format
+
+
+# --- no copies: each value has one home ------------------------------------------------
+
+
+def test_no_python_module_restates_an_abi_name() -> None:
+    # The engine<->kernel names appear in abi.py only (handover/engine still read the
+    # owner record's slots by name from the parsed constants; flags and events never).
+    # BFD_STATE_CHANGE is a bfddp message, not the header's.
+    shared = re.compile(
+        r"\bBFD_(CFG|EV|SWEEP|HANDOVER|FLAG)_\w+|\bBFD_STATE_(ADMIN_DOWN|DOWN|INIT|UP|SHIFT)\b"
+    )
+    for py in ENGINE.rglob("*.py"):
+        if py.name == "abi.py":
+            continue
+        text = py.read_text()
+        assert not shared.search(text), (py.name, shared.search(text))
+        assert "511) // 512" not in text and "0x20, 0x10" not in text, py.name
+
+
+def test_the_programs_define_no_shared_value_of_their_own() -> None:
+    for c_file in ("xdp_bfd.c", "sweep.c", "parse.h"):
+        defines = re.findall(r"^#define (BFD_\w+)", (REPO_BPF / c_file).read_text(), re.M)
+        shared = [
+            d
+            for d in defines
+            if d.startswith(("BFD_FLAG_", "BFD_STATE_", "BFD_CFG_", "BFD_EV_", "BFD_SWEEP_"))
+        ]
+        assert not shared, (c_file, shared)
+
+
+def test_the_sweep_defines_as_many_copies_as_the_header_says() -> None:
+    copies = re.findall(r"^BFD_SWEEP\((\d+)\)$", (REPO_BPF / "sweep.c").read_text(), re.M)
+    assert [int(i) for i in copies] == list(range(load_abi().sweep_copies))
+
+
+def test_xdp_walks_the_frame_with_one_parser() -> None:
+    text = (REPO_BPF / "xdp_bfd.c").read_text()
+    assert '#include "parse.h"' in text
+    # No hand-rolled EtherType test or masked offset left: parse.h does the walking.
+    assert not re.search(r"h_proto|ETH_P_\w+_BE|bounded\(|bfd\[\d\]", text)
+
+
+# --- the --pin layout id: map layouts, not program code ---------------------------------
+
+
+def test_the_layout_id_hashes_what_decides_the_maps(tmp_path: Path) -> None:
+    src = tmp_path / "bpf"
+    shutil.copytree(REPO_BPF, src)
+    assert sorted(layout_sources(src)) == ["bfd_abi.h", "maps.h"]
+    base = layout_id(src, ["-DBFD_MAX_SESSIONS=4096"])
+    # Program code, the parser included, may change under adopted maps...
+    (src / "parse.h").write_text((src / "parse.h").read_text() + "\n/* changed */\n")
+    (src / "xdp_bfd.c").write_text((src / "xdp_bfd.c").read_text() + "\n/* changed */\n")
+    assert layout_id(src, ["-DBFD_MAX_SESSIONS=4096"]) == base
+    # ...the ABI header may not, nor a header maps.h comes to include.
+    abi_h = src / "bfd_abi.h"
+    abi_h.write_text(abi_h.read_text() + "\n/* changed */\n")
+    changed = layout_id(src, ["-DBFD_MAX_SESSIONS=4096"])
+    assert changed != base
+    (src / "extra.h").write_text("struct x { int a; };\n")
+    (src / "maps.h").write_text(
+        (src / "maps.h")
+        .read_text()
+        .replace('#include "bfd_abi.h"', '#include "bfd_abi.h"\n#include "extra.h"')
+    )
+    assert "extra.h" in layout_sources(src)
+    with_extra = layout_id(src, ["-DBFD_MAX_SESSIONS=4096"])
+    (src / "extra.h").write_text("struct x { long a; };\n")
+    assert layout_id(src, ["-DBFD_MAX_SESSIONS=4096"]) != with_extra
+
+
+# --- the steady template the kernel compares --------------------------------------------
+
+
+def test_the_steady_template_keeps_the_state_and_drops_poll_and_final() -> None:
+    pkt = control.ControlPacket(state=control.State.UP, my_discr=5, your_discr=7, poll=True, demand=True)
+    raw = control.encode_control(pkt)
+    got = control.decode_control(steady_template(raw, load_abi().control_len))
+    assert got == control.ControlPacket(state=control.State.UP, my_discr=5, your_discr=7, demand=True)
+    # With an auth section (or none at all) there is no steady packet: zeros never match.
+    auth = control.Auth(control.AuthType.SIMPLE, key_id=1, data=b"pw")
+    assert steady_template(control.encode_control(pkt.__class__(**{**vars(pkt), "auth": auth})), 24) == bytes(
+        24
+    )
+    assert steady_template(b"", 24) == bytes(24)
+
+
+def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tmp_path: Path) -> None:
+    """Not only the parse: what the offload writes into bfd_cfg.flags follows a changed header."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from test_session_support import bring_up, make  # noqa: PLC0415
+
+    from xdp_bfd.offload import Offload  # noqa: PLC0415
+
+    header = _header(
+        tmp_path,
+        ("#define BFD_CFG_ACTIVE 0x01", "#define BFD_CFG_ACTIVE 0x100"),
+        ("#define BFD_CFG_KTX 0x02", "#define BFD_CFG_KTX 0x200"),
+        ("#define BFD_CFG_DETECT 0x04", "#define BFD_CFG_DETECT 0x400"),
+        ("#define BFD_CFG_ECHO 0x10", "#define BFD_CFG_ECHO 0x800"),
+        ("#define BFD_EV_EXPIRED 1", "#define BFD_EV_EXPIRED 7"),
+    )
+    writes: list[dict] = []
+    fp = SimpleNamespace(
+        abi=load_abi(header),
+        attached=[],
+        deadman_ns=0,
+        open_events=lambda _cb: -1,
+        heartbeat=lambda _ns: None,
+        write_cfg=lambda _slot, kcfg: writes.append(kcfg),
+    )
+    session = make()
+    bring_up(session, 0)
+    entry = SimpleNamespace(
+        slot=0,
+        session=session,
+        offloaded=True,
+        detect_armed=False,
+        epoch=1,
+        last_rx_raw=b"",
+        kcfg=None,
+        last_detection_us=None,
+        last_detection_overshoot_us=None,
+    )
+    entry.tx = SimpleNamespace(sport=49152, dport=3784)
+    engine = SimpleNamespace(
+        add_reader=lambda *_: None, call_at=lambda *_: None, sessions={session.local_discr: entry}
+    )
+    engine.service = lambda *_: None
+    off = Offload(engine, fp)
+    off.by_slot[0] = session.local_discr
+    off._ktx_eligible = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
+    off.sync(entry)
+    assert writes[-1]["flags"] == 0x100 | 0x200 | 0x400 | 0x800
+    out: dict = {}
+    off.session_stats(
+        entry, SimpleNamespace(ktx_packets=0, last_ktx_ns=0, last_rx_ns=0, echo_packets=0), out, 0
+    )
+    assert out["kernel_tx_active"] is True
+    # An event whose type is the header's EXPIRED is an expiry; the old value is not.
+    ev = SimpleNamespace(slot=0, epoch=entry.epoch, type=1, now_ns=50_000_000, last_rx_ns=0, pkt=b"", ttl=255)
+    off.on_event(ev)
+    assert entry.last_detection_us is None
+    ev.type = 7
+    off.on_event(ev)
+    assert entry.last_detection_us == 50_000

@@ -20,6 +20,7 @@ __all__ = [
     "CodecError",
     "ControlPacket",
     "Diag",
+    "Flag",
     "State",
     "decode_control",
     "encode_control",
@@ -32,6 +33,17 @@ class State(enum.IntEnum):
     DOWN = 1
     INIT = 2
     UP = 3
+
+
+class Flag(enum.IntFlag):
+    """The flag bits of the second byte, below the two State bits (§4.1)."""
+
+    POLL = 0x20
+    FINAL = 0x10
+    CPI = 0x08
+    AUTH = 0x04
+    DEMAND = 0x02
+    MULTIPOINT = 0x01
 
 
 class Diag(enum.IntEnum):
@@ -97,8 +109,13 @@ _FIXED = struct.Struct("!BBBBIIIII")
 MIN_LEN = _FIXED.size  # 24
 MIN_LEN_AUTH = MIN_LEN + 2  # the A bit promises at least Auth Type and Auth Len
 VERSION = 1
+VERSION_SHIFT = 5  # Vers in the top 3 bits of the first byte, Diag below
+STATE_SHIFT = 6  # Sta in the top 2 bits of the second byte, the flags below
 
-_P, _F, _C, _A, _D, _M = 0x20, 0x10, 0x08, 0x04, 0x02, 0x01
+# Plain ints for the codec itself: `flags & Flag.POLL` would build a Flag on every test.
+_P, _F, _C, _A, _D, _M = (
+    int(f) for f in (Flag.POLL, Flag.FINAL, Flag.CPI, Flag.AUTH, Flag.DEMAND, Flag.MULTIPOINT)
+)
 
 
 def decode_control(data: bytes) -> ControlPacket:
@@ -113,7 +130,7 @@ def decode_control(data: bytes) -> ControlPacket:
     """
     length = _check_size(data)
     vers_diag, flags, detect_mult, _, my_discr, your_discr, tx, rx, echo_rx = _FIXED.unpack_from(data)
-    state = State(flags >> 6)
+    state = State(flags >> STATE_SHIFT)
     _check_fields(state, flags, detect_mult, my_discr, your_discr)
     auth = _decode_auth(data[MIN_LEN:length]) if flags & _A else None
     return ControlPacket(
@@ -131,7 +148,7 @@ def decode_control(data: bytes) -> ControlPacket:
         demand=bool(flags & _D),
         multipoint=bool(flags & _M),
         auth=auth,
-        version=vers_diag >> 5,
+        version=vers_diag >> VERSION_SHIFT,
     )
 
 
@@ -139,7 +156,7 @@ def _check_size(data: bytes) -> int:
     """Version and size checks; returns the Length field."""
     if not data:
         raise CodecError("short", "empty")
-    version = data[0] >> 5
+    version = data[0] >> VERSION_SHIFT
     if version != VERSION:
         raise CodecError("version", f"version {version}")
     has_auth = len(data) > 1 and data[1] & _A
@@ -208,7 +225,7 @@ def _encode_fixed(pkt: ControlPacket, length: int) -> bytes:
     _require_bits("version", pkt.version, 3)
     _require_bits("diag", pkt.diag, 5)
     _require_bits("state", pkt.state, 2)
-    flags = pkt.state << 6
+    flags = pkt.state << STATE_SHIFT
     for bit, on in ((_P, pkt.poll), (_F, pkt.final), (_C, pkt.cpi), (_D, pkt.demand), (_M, pkt.multipoint)):
         if on:
             flags |= bit
@@ -216,7 +233,7 @@ def _encode_fixed(pkt: ControlPacket, length: int) -> bytes:
         flags |= _A
     try:
         return _FIXED.pack(
-            pkt.version << 5 | pkt.diag,
+            pkt.version << VERSION_SHIFT | pkt.diag,
             flags,
             pkt.detect_mult,
             length,

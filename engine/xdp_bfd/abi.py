@@ -1,0 +1,168 @@
+"""The engine↔kernel ABI, read once from ``bpf/bfd_abi.h``.
+
+Every flag, event, index and size the XDP program, the sweep and the engine
+share is a ``#define`` in that header; :func:`load` parses it into typed values
+(``IntFlag``/``IntEnum`` classes and sizes) so that no Python file restates
+one. Map layouts are not here: bcc's generated ctypes give those.
+
+Two kinds of value live in the header, with different owners:
+
+* **Engine↔kernel values** (``struct bfd_cfg`` flags, event types, counter
+  names and order, the ``--pin`` owner record's slots, chunk and table sizes)
+  are defined by the header and nowhere else: Python takes them from it.
+* **RFC values** (the control packet's flag bits and states, its version and
+  lengths, RFC 5880 §4.1) are defined by the RFC. Their reference here is the
+  wire codec, :mod:`.wire.control`, which is pure, table-tested against the RFC
+  and must not depend on a C file; the header restates them for C, and
+  :func:`load` refuses a header whose copy disagrees with the codec. (The UDP
+  ports, RFC 5881/5883, are checked against ``netio`` by the unit tests.)
+
+A header that lacks a name the engine needs fails with one :class:`AbiError`
+naming every missing one.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .wire import control
+
+__all__ = ["Abi", "AbiError", "load"]
+
+
+class AbiError(Exception):
+    """The header does not describe an ABI this engine speaks; the message is the line to log."""
+
+
+# Python name -> the header's #define, per enum. The names are this module's
+# contract with its callers; every value comes from the header.
+_CFG = {
+    "ACTIVE": "BFD_CFG_ACTIVE",
+    "KTX": "BFD_CFG_KTX",
+    "DETECT": "BFD_CFG_DETECT",
+    "AUTH": "BFD_CFG_AUTH",
+    "ECHO": "BFD_CFG_ECHO",
+}
+_EVENT = {"EXPIRED": "BFD_EV_EXPIRED", "POLL": "BFD_EV_POLL"}
+_OWNER = {
+    "PID": "BFD_OWNER_PID",
+    "STATE": "BFD_OWNER_STATE",
+    "BLOB_LEN": "BFD_OWNER_BLOB_LEN",
+    "DONE_NS": "BFD_OWNER_DONE_NS",
+}
+_OWNER_STATE = {"RUNNING": "BFD_OWNER_RUNNING", "HANDED_OVER": "BFD_OWNER_HANDED_OVER"}
+_SIZES = {
+    "max_sessions": "BFD_MAX_SESSIONS",
+    "control_len": "BFD_CONTROL_LEN",
+    "sweep_chunk": "BFD_SWEEP_CHUNK",
+    "sweep_copies": "BFD_SWEEP_COPIES",
+    "handover_chunk": "BFD_HANDOVER_CHUNK",
+    "handover_chunks": "BFD_HANDOVER_CHUNKS",
+    "owner_slots": "BFD_OWNER_SLOTS",
+    "spread_max_cpus": "BFD_SPREAD_MAX_CPUS",
+}
+_PORTS = ("BFD_PORT_CONTROL", "BFD_PORT_MULTIHOP", "BFD_PORT_ECHO")
+
+# The RFC values the header restates, and what the codec says they are.
+_RFC: dict[str, int] = {
+    "BFD_VERSION": control.VERSION,
+    "BFD_CONTROL_LEN": control.MIN_LEN,
+    "BFD_CONTROL_LEN_AUTH": control.MIN_LEN_AUTH,
+    "BFD_STATE_SHIFT": control.STATE_SHIFT,
+    "BFD_VERSION_SHIFT": control.VERSION_SHIFT,
+    **{f"BFD_FLAG_{f.name}": int(f) for f in control.Flag},
+    **{f"BFD_STATE_{s.name}": int(s) for s in control.State},
+}
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(BFD_\w+)[ \t]+(0x[0-9a-fA-F]+|\d+)\b", re.M)
+_COUNTERS = re.compile(r"#define BFD_COUNTERS\(X\)(.*?)\n\n", re.S)
+_COUNTER = re.compile(r"X\((\w+),\s*(\w+)\)")
+
+
+@dataclass(frozen=True)
+class Abi:
+    """One header's ABI. The enum classes are built per header (see :func:`load`)."""
+
+    header: Path
+    constants: Mapping[str, int]  # every ``#define BFD_<NAME> <number>``
+    counters: tuple[str, ...]  # stats names, in counter index order (BFD_COUNTERS)
+    CfgFlag: type[enum.IntFlag]  # struct bfd_cfg.flags
+    Event: type[enum.IntEnum]  # struct bfd_event.type
+    Owner: type[enum.IntEnum]  # slots of the --pin owner record
+    OwnerState: type[enum.IntEnum]  # its BFD_OWNER_STATE values
+    ports: tuple[int, int, int]  # single-hop, multihop, echo
+    max_sessions: int
+    control_len: int
+    sweep_chunk: int
+    sweep_copies: int
+    handover_chunk: int
+    handover_chunks: int
+    owner_slots: int
+    spread_max_cpus: int
+
+    def sweep_programs(self, sessions: int) -> int:
+        """How many chained sweep programs cover ``sessions`` slots."""
+        if sessions > self.sweep_chunk * self.sweep_copies:
+            raise AbiError(
+                f"{self.header}: the sweep covers at most {self.sweep_chunk * self.sweep_copies} sessions"
+                f" (BFD_SWEEP_COPIES x BFD_SWEEP_CHUNK), not {sessions}"
+            )
+        return -(-sessions // self.sweep_chunk)
+
+
+def load(header: Path) -> Abi:
+    """The ABI ``header`` defines, parsed once per process for each content it has had."""
+    try:
+        text = header.read_text()
+    except OSError as e:
+        raise AbiError(f"cannot read {header}: {e.strerror}") from None
+    return _parse(header, text)
+
+
+@functools.cache
+def _parse(header: Path, text: str) -> Abi:
+    consts: dict[str, int] = {}
+    clashes = []
+    for name, value in _DEFINE.findall(text):
+        v = int(value, 0)
+        if consts.get(name, v) != v:
+            clashes.append(name)
+        consts[name] = v
+    if clashes:
+        raise AbiError(f"{header}: defined twice with different values: {', '.join(sorted(set(clashes)))}")
+    block = _COUNTERS.search(text)
+    counters = tuple(name for _idx, name in _COUNTER.findall(block.group(1))) if block else ()
+    wanted = [*_CFG.values(), *_EVENT.values(), *_OWNER.values(), *_OWNER_STATE.values()]
+    wanted += [*_SIZES.values(), *_PORTS, *_RFC]
+    missing = sorted({n for n in wanted if n not in consts})
+    if not block:
+        missing.insert(0, "BFD_COUNTERS")
+    if missing:
+        raise AbiError(f"{header}: the engine needs {', '.join(missing)}, which the header does not define")
+    wrong = [f"{n} is {consts[n]:#x}, the RFC codec says {v:#x}" for n, v in _RFC.items() if consts[n] != v]
+    if wrong:
+        raise AbiError(f"{header}: {'; '.join(wrong)}")
+    if len(set(counters)) != len(counters):
+        raise AbiError(f"{header}: BFD_COUNTERS names a counter twice")
+
+    def values(spec: dict[str, str]) -> dict[str, int]:
+        return {py: consts[c] for py, c in spec.items()}
+
+    # The functional API: member values exist only once the header is read.
+    return Abi(
+        header=header,
+        constants=types.MappingProxyType(consts),
+        counters=counters,
+        CfgFlag=enum.IntFlag("CfgFlag", values(_CFG), module=__name__),
+        Event=enum.IntEnum("Event", values(_EVENT), module=__name__),
+        Owner=enum.IntEnum("Owner", values(_OWNER), module=__name__),
+        OwnerState=enum.IntEnum("OwnerState", values(_OWNER_STATE), module=__name__),
+        ports=(consts[_PORTS[0]], consts[_PORTS[1]], consts[_PORTS[2]]),
+        **{field: consts[c] for field, c in _SIZES.items()},
+    )
