@@ -22,7 +22,8 @@ from harness.netns import xdp_attached
 from harness.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-BPF_SOURCES = {"bfd_abi.h", "maps.h", "sweep.c", "xdp_bfd.c", "README.md"}
+# What the package must carry: every C source and header of the one bpf/, and its README.
+BPF_SOURCES = {p.name for p in (REPO / "bpf").iterdir() if p.suffix in {".c", ".h"} or p.name == "README.md"}
 
 INSTALLS = {
     "pip": ["install", "--disable-pip-version-check"],
