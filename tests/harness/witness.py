@@ -226,7 +226,8 @@ class ReferenceStream:
         with b.ipr() as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname="wit1")[0], state="up")
         # burst of one frame: after a stall the stream resumes at its period
-        # instead of catching up, so a stall shows as one long gap.
+        # instead of catching up, so a stall shows as one long gap. Nothing
+        # may take these links down: a carrier loss purges the queued reserve.
         a.run(["tc", "qdisc", "replace", "dev", "wit0", "root", "tbf", "rate", f"{RATE_BIT}bit",
                "burst", str(FRAME_LEN + 34), "limit", "16000000"])  # fmt: skip
         self._capture(b)
