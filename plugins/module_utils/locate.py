@@ -29,7 +29,7 @@ import os
 PROC = "/proc"
 ENGINE_CONF = "/etc/xdp-bfd/engine.conf"
 CONF_VARIABLES = ("XDP_BFD_ARGS", "XDP_BFD_SCHED")
-# The engine's own default (xdp_bfd.cli.DEFAULT_STATS_PATH), used when its command line has none.
+# The engine's own default (xdp_bfd.stats.locate.DEFAULT_STATS_PATH), used when its command line has none.
 ENGINE_DEFAULT_STATS_PATH = "/tmp/bfd_tx_stats.json"
 STATS_OPTION = "--stats-dump"
 STATS_OPTION_MIN_PREFIX = 4  # "--st": the shortest prefix argparse takes for --stats-dump

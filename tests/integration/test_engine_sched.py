@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from xdp_bfd import sched
+from xdp_bfd.core import sched
 
 
 def _policy(pid: int) -> int:

@@ -28,7 +28,7 @@ from harness.frr import bfd_peer_block
 from harness.wait import wait_until
 
 INTERVAL_MS = 10
-HOST_DEFAULT_STATS = Path("/tmp/bfd_tx_stats.json")  # the engine's default (cli.DEFAULT_STATS_PATH)
+HOST_DEFAULT_STATS = Path("/tmp/bfd_tx_stats.json")  # the engine's default (stats.locate.DEFAULT_STATS_PATH)
 
 
 def same_dump(doc: dict, on_disk: dict) -> bool:

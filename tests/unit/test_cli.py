@@ -6,7 +6,9 @@ import ipaddress
 
 import pytest
 
-from xdp_bfd.cli import EXIT_USAGE, DplaneAddress, UsageError, main, parse_args, parse_dplane_address
+from xdp_bfd.cli import main, parse_args
+from xdp_bfd.core.errors import EXIT_USAGE, UsageError
+from xdp_bfd.dplane.address import DplaneAddress, parse_dplane_address
 
 
 @pytest.mark.parametrize(

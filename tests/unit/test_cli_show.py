@@ -1,6 +1,6 @@
 """``xdp-bfd show`` on the command line: dispatch, exit codes, one line on stderr.
 
-The engine and its stats are faked at ``xdp_bfd.locate``'s seams; a live engine is in
+The engine and its stats are faked at ``xdp_bfd.stats.locate``'s seams; a live engine is in
 tests/integration/test_engine_show.py.
 """
 
@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from xdp_bfd import cli, locate
-from xdp_bfd.cli import EXIT_USAGE, main, parse_args
+from xdp_bfd import cli
+from xdp_bfd.stats import locate
+from xdp_bfd.cli import main, parse_args
+from xdp_bfd.core.errors import EXIT_USAGE
 
 DOC = {
     "version": 1, "generated_at": 1764470000.5, "pid": 4242, "engine_version": "0.1.0", "kernel_tx": False,
@@ -125,5 +127,5 @@ def test_the_engines_own_command_line_is_unchanged():
     # "show" only as the first word; the engine's options and positional form parse as before.
     a = parse_args(["--dplane", "50700", "--stats-dump", "/run/xdp-bfd/stats.json"])
     assert (a.dplane_mode, str(a.stats_dump)) == ("listen", "/run/xdp-bfd/stats.json")
-    assert str(parse_args(["198.19.0.1", "198.19.0.2"]).stats_dump) == cli.DEFAULT_STATS_PATH
+    assert str(parse_args(["198.19.0.1", "198.19.0.2"]).stats_dump) == locate.DEFAULT_STATS_PATH
     assert main(["--dplane", "1", "show"]) == EXIT_USAGE  # not the subcommand: a stray positional

@@ -143,7 +143,7 @@ def test_the_collection_itself_is_packed(members: dict[str, tarfile.TarInfo]) ->
         "meta/runtime.yml",
         # The engine role installs the engine from these.
         "engine/pyproject.toml",
-        "engine/xdp_bfd/kernel.py",
+        "engine/xdp_bfd/fastpath/kernel.py",
         "bpf/bfd_abi.h",
         "bpf/xdp_bfd.c",
     ):

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from xdp_bfd.config import ConfigError, load_sessions
+from xdp_bfd.core.config import ConfigError, load_sessions
 from xdp_bfd.wire.control import AuthType
 
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from xdp_bfd import dplane
-from xdp_bfd.cli import DplaneAddress
-from xdp_bfd.dplane import (
+from xdp_bfd.dplane import dataplane as dplane
+from xdp_bfd.dplane.address import DplaneAddress
+from xdp_bfd.dplane.dataplane import (
     Dataplane,
     DpSession,
     Registry,
@@ -32,7 +32,7 @@ from xdp_bfd.dplane import (
     same_path,
     session_config,
 )
-from xdp_bfd.engine import PacketCounts
+from xdp_bfd.core.host import PacketCounts
 from xdp_bfd.session import RemoteParamsChanged, SessionConfig, StateChanged
 from xdp_bfd.wire.bfddp import (
     AddSession,

@@ -20,8 +20,8 @@ import pytest
 from test_dplane import Client, FakeEngine, spin
 from test_dplane import add as _add
 
-from xdp_bfd import fdpass
-from xdp_bfd.cli import DplaneAddress
+from xdp_bfd.pin import fdpass
+from xdp_bfd.dplane.address import DplaneAddress
 from xdp_bfd.dplane import Dataplane
 from xdp_bfd.wire.bfddp import (
     AddSession,

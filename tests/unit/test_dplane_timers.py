@@ -21,7 +21,7 @@ from test_dplane_handover import (
     as_engine,  # noqa: F401  (the fixture, by name)
 )
 
-from xdp_bfd import fdpass
+from xdp_bfd.pin import fdpass
 from xdp_bfd.dplane import Dataplane
 from xdp_bfd.wire.bfddp import EchoRequest, StateChange, encode_message
 from xdp_bfd.wire.control import State

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xdp_bfd import footprint
+from xdp_bfd.core import footprint
 
 
 def _vma(start: int, perms: str, inode: int, path: str, *, rss: int, anon: int) -> str:

@@ -9,7 +9,8 @@ import zlib
 from collections import Counter
 from types import SimpleNamespace
 
-from xdp_bfd import handover
+from xdp_bfd.core.handoff import Handoff
+from xdp_bfd.pin import handover
 from xdp_bfd.session import Session, SessionConfig
 from xdp_bfd.wire.control import ControlPacket, State, encode_control
 
@@ -32,12 +33,15 @@ def _engine(s: Session) -> SimpleNamespace:
         rx_bytes=48, slot=5, offloaded=True, epoch=4, detect_armed=True, last_detection_us=None,
         last_detection_overshoot_us=None, drops=Counter(ttl=1), last_rx_raw=b"\x20" * 24,
     )  # fmt: skip
-    return SimpleNamespace(offload=None, sessions={7: entry}, handover_sections={})
+    return SimpleNamespace(sessions={7: entry}, handoff=Handoff())
+
+
+_OFFLOAD = SimpleNamespace(fp=SimpleNamespace(nslots=16))
 
 
 def test_state_round_trips() -> None:
     s = _up_session()
-    state = handover.decode(handover.encode(_engine(s)))
+    state = handover.decode(handover.encode(_engine(s), _OFFLOAD))
     assert state is not None
     (fields_, drops, raw, sport, config, session_vars, dp) = state["sessions"][0]
     assert (fields_["slot"], fields_["epoch"], drops, raw, sport, dp) == (
@@ -48,8 +52,7 @@ def test_state_round_trips() -> None:
         65000,
         None,
     )
-    restored = Session(config, 7, now_us=3_000)
-    vars(restored).update(session_vars)
+    restored = Session.restore(config, session_vars, now_us=3_000)
     for attr in ("state", "remote_discr", "tx_interval_us", "detect_time_us", "flaps", "up_since_us"):
         assert getattr(restored, attr) == getattr(s, attr), attr
     assert restored._xmit_seq == s._xmit_seq  # the authentication sequence carries over
@@ -78,7 +81,7 @@ def test_departure_says_whether_the_old_engine_prepared():
 def test_format_2_lists_every_attribute_a_live_session_has() -> None:
     # Values go by position: a live session must have exactly the probe's attributes.
     s = _up_session()
-    assert set(vars(s)) - handover._SKIP == set(handover.session_fields())
+    assert set(vars(s)) - Session._NOT_STATE == set(handover.session_fields())
 
 
 def test_a_format_1_state_from_an_older_engine_is_still_adopted() -> None:
@@ -94,7 +97,7 @@ def test_a_format_1_state_from_an_older_engine_is_still_adopted() -> None:
                 b"\x20" * 24,
                 65000,
                 s.config,
-                {k: v for k, v in vars(s).items() if k not in handover._SKIP},
+                {k: v for k, v in vars(s).items() if k not in Session._NOT_STATE},
                 None,
             )
         ],

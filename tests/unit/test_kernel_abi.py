@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from xdp_bfd import abi, netio
-from xdp_bfd.kernel import (
+from xdp_bfd.core import netio
+from xdp_bfd.fastpath import abi
+from xdp_bfd.fastpath.kernel import (
     PACKAGED_BPF_DIR,
     KernelError,
     abi_constants,
@@ -22,7 +23,7 @@ from xdp_bfd.kernel import (
     load_abi,
     mapped16,
 )
-from xdp_bfd.offload import steady_template
+from xdp_bfd.fastpath.observer import steady_template
 from xdp_bfd.wire import control
 
 REPO_BPF = Path(__file__).resolve().parents[2] / "bpf"
@@ -312,7 +313,7 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
 
     from test_session_support import bring_up, make  # noqa: PLC0415
 
-    from xdp_bfd.offload import Offload  # noqa: PLC0415
+    from xdp_bfd.fastpath.observer import Offload  # noqa: PLC0415
 
     header = _header(
         tmp_path,

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from xdp_bfd import links
+from xdp_bfd.core import links
 
 
 @pytest.fixture

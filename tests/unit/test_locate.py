@@ -1,4 +1,4 @@
-"""Finding the engine and its stats file (``xdp_bfd.locate``), on a fake /proc tree.
+"""Finding the engine and its stats file (``xdp_bfd.stats.locate``), on a fake /proc tree.
 
 The parsers agree with the engine's own argparse (the value the engine writes to is the
 one ``--stats-dump`` parsing gives), and with the copy the Ansible modules carry in
@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from xdp_bfd import locate
-from xdp_bfd.cli import DEFAULT_STATS_PATH, build_parser
+from xdp_bfd.stats import locate
+from xdp_bfd.cli import build_parser
+from xdp_bfd.stats.locate import DEFAULT_STATS_PATH
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = "/opt/xdp-bfd/venv/bin"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from xdp_bfd.metrics import StatsCollector
+from xdp_bfd.stats.metrics import StatsCollector
 
 
 def _exposed(doc: dict) -> dict:

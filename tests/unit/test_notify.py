@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xdp_bfd.notify import Notifier, build_message, socket_address
+from xdp_bfd.core.notify import Notifier, build_message, socket_address
 
 
 def test_ready_is_one_line() -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from test_session_support import SECOND, bring_up, deliver, drain_events, make, packet, sent
 
-from xdp_bfd import handover
+from xdp_bfd.pin import handover
 from xdp_bfd.session import Rejected, RemoteParamsChanged, Session, StateChanged
 from xdp_bfd.wire.control import Diag, State
 
@@ -117,4 +117,4 @@ def test_the_switch_is_no_part_of_the_state_a_pin_successor_adopts() -> None:
     # from the engine this one replaces would start fresh instead of adopting.
     s, _ = up_and_quiet()
     assert "remote_events" not in handover.session_fields()
-    assert set(vars(s)) - handover._SKIP - {"remote_events"} == set(handover.session_fields())
+    assert set(vars(s)) - Session._NOT_STATE - {"remote_events"} == set(handover.session_fields())

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from xdp_bfd import show
+from xdp_bfd.stats import show
 
 DROP_REASONS = [
     "event_lost", "ip_options", "fragment", "ttl", "short", "version", "length", "detect_mult", "multipoint",

@@ -9,9 +9,11 @@ clock the caller likes; the session never reads one.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections import deque
 from dataclasses import replace
+from typing import Any, ClassVar
 
 from ..wire.control import Auth, ControlPacket, Diag, State, encode_control, verify_auth
 from .config import SessionConfig
@@ -121,6 +123,36 @@ class Session:
         self._last_rx_us: int | None = None
 
         self._reschedule_tx(now_us)
+
+    # -- a state value, for a --pin successor -----------------------------------
+
+    # What a session is, beyond its configuration: every attribute a fresh
+    # session has except its collaborators (config, rng) and what is queued
+    # for the caller (outbox, events), which the old engine already took.
+    # A new attribute must be added here or to _NOT_STATE (a unit test checks).
+    STATE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "_adv_rx_us", "_adv_tx_us", "_eff_rx_us", "_eff_tx_us", "_f_clear_since_poll", "_flaps",
+        "_last_content", "_last_rx_us", "_last_sent_demand", "_last_tx_us", "_local_diag", "_local_discr",
+        "_next_tx_us", "_poll_active", "_poll_ended_us", "_poll_first_tx_us", "_poll_queued", "_rcv_seq",
+        "_remote_demand", "_remote_desired_tx_us", "_remote_detect_mult", "_remote_diag", "_remote_discr",
+        "_remote_min_echo_rx_us", "_remote_min_rx_us", "_remote_state", "_rx_packets", "_sched_key",
+        "_seq_known", "_state", "_transition_pending", "_tx_packets", "_up_since_us", "_xmit_seq",
+        "demand_poll_us", "detection_external", "periodic_tx_external",
+    )  # fmt: skip
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"_config", "_rng", "_outbox", "_events"})
+
+    def export(self) -> tuple[Any, ...]:
+        """The session's state, as values in ``STATE_FIELDS`` order (plain data, picklable)."""
+        return _state_values(vars(self))
+
+    @classmethod
+    def restore(
+        cls, config: SessionConfig, state: dict[str, Any], *, now_us: int, rng: random.Random | None = None
+    ) -> Session:
+        """The session ``state`` (``STATE_FIELDS`` by name) describes, under ``config``."""
+        session = cls(config, state["_local_discr"], now_us=now_us, rng=rng)
+        vars(session).update(state)
+        return session
 
     def __repr__(self) -> str:
         return (
@@ -698,3 +730,6 @@ class Session:
         if self._poll_ended_us is None or self._f_clear_since_poll:
             return None  # nothing to wait for; _settle starts it at once
         return self._poll_ended_us + self.tx_interval_us
+
+
+_state_values = operator.itemgetter(*Session.STATE_FIELDS)

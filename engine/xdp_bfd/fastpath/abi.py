@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .wire import control
+from ..wire import control
 
 __all__ = ["Abi", "AbiError", "load"]
 

@@ -39,7 +39,6 @@ import contextlib
 import errno
 import logging
 import os
-import selectors
 import socket
 import stat
 import time
@@ -48,11 +47,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import fdpass
-from .clock import now_us
-from .engine import EngineError
-from .session import SessionConfig
-from .wire.bfddp import (
+from ..core.clock import now_us
+from ..core.errors import EngineError
+from ..core.host import Entry, Host, PacketCounts
+from ..pin import fdpass
+from ..pin.handover import DPLANE_SECTION
+from ..pin.startup import DPLANE_PARCEL
+from ..session import SessionConfig
+from ..wire.bfddp import (
     AddSession,
     CountersReply,
     CountersRequest,
@@ -66,13 +68,12 @@ from .wire.bfddp import (
     StateChange,
     encode_message,
 )
-from .wire.control import State
-from .wire.errors import CodecError
+from ..wire.control import State
+from ..wire.errors import CodecError
+from .address import DplaneAddress
 
 if TYPE_CHECKING:
-    from .cli import DplaneAddress
-    from .engine import Engine, Entry, PacketCounts
-    from .session import RemoteParamsChanged, Session, StateChanged
+    from ..session import RemoteParamsChanged, Session, StateChanged
 
 log = logging.getLogger("xdp_bfd.dplane")
 
@@ -341,7 +342,7 @@ class Connection:
         self.barrier: int | None = None
         self.proven = False  # bfdd answered the barrier: this is a working bfdd
         self.last_reply_us = now_us
-        dp.engine.add_reader(sock, self.on_ready)
+        dp.host.watch(sock, self.on_ready)
 
     def send(self, *msgs: Message) -> None:
         if not self.open or self.failed:
@@ -369,15 +370,14 @@ class Connection:
         if on == self._writing or not self.open:
             return
         self._writing = on
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if on else 0)
-        self.dp.engine.selector.modify(self.sock, events, self.on_ready)
+        self.dp.host.watch(self.sock, self.on_ready, write=on)
 
     def fail(self, reason: str) -> None:
         """Stop all I/O now; the disconnect runs from the loop, not from inside a caller."""
         if self.failed or not self.open:
             return
         self.failed = reason
-        self.dp.engine.call_at(0, lambda now: self.dp.drop(self, reason, now))
+        self.dp.host.call_at(0, lambda now: self.dp.drop(self, reason, now))
 
     def on_ready(self, now_us: int) -> None:
         if not self.open:
@@ -415,7 +415,7 @@ class Connection:
         if not self.open:
             return
         self.open = False
-        self.dp.engine.remove_reader(self.sock)
+        self.dp.host.unwatch(self.sock)
         with contextlib.suppress(OSError):
             self.sock.close()
 
@@ -426,10 +426,10 @@ class Connection:
 class Dataplane:
     """bfddp for one engine: ``start()`` once, ``close()`` at exit (the engine then AdminDowns)."""
 
-    def __init__(self, engine: Engine, addr: DplaneAddress, *, mode: str, hold_s: int = 0) -> None:
+    def __init__(self, host: Host, addr: DplaneAddress, *, mode: str, hold_s: int = 0) -> None:
         if mode not in ("listen", "connect"):
             raise ValueError(f"dataplane mode {mode!r}")
-        self.engine = engine
+        self.host = host
         self.addr = addr
         self.mode = mode
         self.hold_us = hold_s * 1_000_000
@@ -444,16 +444,18 @@ class Dataplane:
         self._last_dp_time = 0
         self._unix_path_made: str | None = None
         self.timers_reports = 0
-        engine.state_listeners.append(self._on_state_change)
-        engine.remote_listeners.append(self._on_remote_change)
-        engine.stats_sections["dplane"] = self.stats
-        engine.handover_sections["dplane"] = self.handover_doc
-        engine.departures.append(self.pass_to_successor)
+        host.on_state_change(self._on_state_change)
+        host.on_remote_change(self._on_remote_change)
+        host.add_stats_section("dplane", self.stats)
+        host.handoff.add_section(DPLANE_SECTION, self.handover_doc)
+        host.handoff.add_departure(self.pass_to_successor)
+        # What a --pin predecessor handed over: bfdd's bookkeeping by discriminator.
+        self.adopted: dict[int, dict[str, Any]] = host.handoff.take(DPLANE_SECTION) or {}
 
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
-        parcel, self.engine.inherited_dplane = self.engine.inherited_dplane, None
+        parcel = self.host.handoff.take(DPLANE_PARCEL)
         if parcel is not None:
             self._resume(parcel, now_us())
         self._adopt(now_us())
@@ -471,7 +473,7 @@ class Dataplane:
             self.conn = None
         for s in (self.listener, self._connecting):
             if s is not None:
-                self.engine.remove_reader(s)
+                self.host.unwatch(s)
                 s.close()
         self.listener = self._connecting = None
         if self._unix_path_made is not None:
@@ -490,7 +492,7 @@ class Dataplane:
                 "lid": rec.lid,
                 "reported": rec.reported,
                 "told": list(rec.told) if rec.told is not None else None,
-                "state": int(entry.session.state) if (entry := self.engine.sessions.get(rec.discr)) else None,
+                "state": int(entry.session.state) if (entry := self.host.sessions.get(rec.discr)) else None,
             }
             for rec in self.registry.by_discr.values()
         }
@@ -547,10 +549,10 @@ class Dataplane:
                         "bfdd will see it close and reconnect", why)  # fmt: skip
             parcel.close()
             return
-        docs = self.engine.adopted_dplane
+        docs = self.adopted
         bound = []
         for discr, doc in list(docs.items()):
-            entry = self.engine.sessions.get(discr)
+            entry = self.host.sessions.get(discr)
             lid = doc.get("lid")
             if entry is None or (lid is None and doc.get("held_until_us") is None):
                 continue
@@ -561,7 +563,7 @@ class Dataplane:
             if lid is None:
                 # Held by the old engine for a bfdd that had reconnected: same deadline.
                 self.registry.hold(rec, doc["held_until_us"])
-                self.engine.call_at(doc["held_until_us"], self._hold_expired)
+                self.host.call_at(doc["held_until_us"], self._hold_expired)
                 continue
             self.registry.add(rec, lid)
             rec.reported = bool(doc.get("reported"))
@@ -575,7 +577,7 @@ class Dataplane:
             if self.addr.kind == "unix":
                 self._unix_path_made = self.addr.host
             self.listener = listener
-            self.engine.add_reader(listener, self._on_accept)
+            self.host.watch(listener, self._on_accept)
             log.info("dplane: listening on %s (bfdd: %s), socket handed over by engine %d",
                      self.addr.display, self.addr.bfdd_client_form(), h["pid"])  # fmt: skip
         self.connections = int(h.get("connections") or 0)
@@ -596,7 +598,7 @@ class Dataplane:
             len(parcel.pending_in),
             len(parcel.pending_out),
         )
-        self.engine.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
+        self.host.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
         # bfdd heard nothing of what changed while no engine ran: tell it now
         # (and the peer's timers, as the old engine would have once they settled).
         for rec, entry, told in bound:
@@ -619,11 +621,7 @@ class Dataplane:
         if (h.get("mode"), h.get("address")) != (self.mode, self.addr.display):
             return f"it was {h.get('mode')} {h.get('address')}, we are {self.mode} {self.addr.display}"
         lids = set(h.get("lids") or ())
-        adopted = {
-            doc.get("lid")
-            for discr, doc in self.engine.adopted_dplane.items()
-            if discr in self.engine.sessions
-        }
+        adopted = {doc.get("lid") for discr, doc in self.adopted.items() if discr in self.host.sessions}
         missing = lids - adopted
         if missing:
             # bfdd would believe us to run sessions we do not have (state not adopted).
@@ -633,10 +631,10 @@ class Dataplane:
     def _adopt(self, now_us: int) -> None:
         # bfdd lost its connection with the engine we replaced; like a bfdd
         # restart, its sessions wait (held) for it to re-add them.
-        docs = self.engine.adopted_dplane
+        docs = self.adopted
         recs = []
         for discr, doc in docs.items():
-            entry = self.engine.sessions.get(discr)
+            entry = self.host.sessions.get(discr)
             if entry is None:
                 continue
             rec = DpSession(
@@ -649,7 +647,7 @@ class Dataplane:
         if self.hold_us <= 0:
             log.info("dplane: removing %d handed-over bfdd sessions (no --dp-hold)", len(recs))
             for rec in recs:
-                self.engine.remove_session(rec.discr, admin_down=True)
+                self.host.remove_session(rec.discr, admin_down=True)
             return
         for rec in recs:
             self.registry.hold(rec, now_us + self.hold_us)
@@ -658,7 +656,7 @@ class Dataplane:
             len(recs),
             self.hold_us // 1_000_000,
         )
-        self.engine.call_at(now_us + self.hold_us, self._hold_expired)
+        self.host.call_at(now_us + self.hold_us, self._hold_expired)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -701,7 +699,7 @@ class Dataplane:
         if self.addr.kind == "unix":
             self._unix_path_made = self.addr.host
         self.listener = s
-        self.engine.add_reader(s, self._on_accept)
+        self.host.watch(s, self._on_accept)
         log.info("dplane: listening on %s (bfdd: %s)", self.addr.display, self.addr.bfdd_client_form())
 
     def _on_accept(self, now_us: int) -> None:
@@ -750,7 +748,7 @@ class Dataplane:
             self._attach(s, now_us)
         elif err in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
             self._connecting = s
-            self.engine.selector.register(s, selectors.EVENT_WRITE, self._on_connect_ready)
+            self.host.watch(s, self._on_connect_ready, read=False, write=True)
         else:
             s.close()
             self._retry(now_us, os.strerror(err))
@@ -760,7 +758,7 @@ class Dataplane:
         if s is None:
             return
         self._connecting = None
-        self.engine.remove_reader(s)
+        self.host.unwatch(s)
         err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             s.close()
@@ -773,7 +771,7 @@ class Dataplane:
         delay = min(self._backoff_us, cap)
         self._backoff_us = min(self._backoff_us * 2, cap)
         log.debug("dplane: connect to %s failed (%s); next try in %.1fs", self.addr.display, why, delay / 1e6)
-        self.engine.call_at(now_us + delay, self._try_connect)
+        self.host.call_at(now_us + delay, self._try_connect)
 
     def _attach(self, sock: socket.socket, now_us: int) -> None:
         sock.setblocking(False)
@@ -789,7 +787,7 @@ class Dataplane:
         # bfdd sends its registrations first and answers in order: the reply to
         # this one marks the end of the burst.
         conn.barrier = self._echo(conn)
-        self.engine.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
+        self.host.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
 
     def _echo(self, conn: Connection) -> int:
         t = self._next_dp_time()
@@ -803,7 +801,7 @@ class Dataplane:
             self.drop(conn, f"no echo reply from bfdd for {DEAD_AFTER_US // 1_000_000} s", now_us)
             return
         self._echo(conn)
-        self.engine.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
+        self.host.call_at(now_us + ECHO_INTERVAL_US, lambda now: self._keepalive(conn, now))
 
     # -- disconnects ---------------------------------------------------------------------
 
@@ -833,7 +831,7 @@ class Dataplane:
                 len(recs),
                 self.hold_us // 1_000_000,
             )
-            self.engine.call_at(now_us + self.hold_us, self._hold_expired)
+            self.host.call_at(now_us + self.hold_us, self._hold_expired)
         elif recs:
             log.info("dplane: removing %d sessions with bfdd gone (no --dp-hold)", len(recs))
             self._teardown(recs)
@@ -844,7 +842,7 @@ class Dataplane:
             # cannot make us spin.
             if conn.proven:
                 self._backoff_us = BACKOFF_FIRST_US
-                self.engine.call_at(now_us, self._try_connect)
+                self.host.call_at(now_us, self._try_connect)
             else:
                 self._retry(now_us, "connection ended before bfdd answered")
 
@@ -866,7 +864,7 @@ class Dataplane:
     def _teardown(self, recs: Iterable[DpSession]) -> None:
         for rec in recs:
             self.registry.remove(rec)
-            self.engine.remove_session(rec.discr, admin_down=True)
+            self.host.remove_session(rec.discr, admin_down=True)
 
     # -- messages ----------------------------------------------------------------------
 
@@ -878,7 +876,7 @@ class Dataplane:
         elif isinstance(msg, CountersRequest):
             reqs = [EchoRequest(self._next_dp_time()) for _ in range(ECHOS_BEFORE_COUNTERS)]
             entry = self._entry_for_lid(msg.lid)
-            conn.send(*reqs, counters_reply(msg, self.engine.packet_counts(entry) if entry else None))
+            conn.send(*reqs, counters_reply(msg, self.host.packet_counts(entry) if entry else None))
         elif isinstance(msg, EchoReply):
             conn.last_reply_us = now_us
             # Any reply to the barrier request or a later one of ours: bfdd
@@ -902,11 +900,11 @@ class Dataplane:
 
     def _entry_for_lid(self, lid: int) -> Entry | None:
         rec = self.registry.by_lid.get(lid)
-        return None if rec is None else self.engine.sessions.get(rec.discr)
+        return None if rec is None else self.host.sessions.get(rec.discr)
 
     def _on_add(self, conn: Connection, msg: AddSession) -> None:
         try:
-            config = session_config(msg, reflect_echo=self.engine.reflects_echo)
+            config = session_config(msg, reflect_echo=self.host.reflects_echo)
         except ValueError as e:
             log.warning("dplane: ignoring session %s from bfdd (id %d): %s", _describe(msg), msg.lid, e)
             return
@@ -926,11 +924,11 @@ class Dataplane:
             self._update(rec, msg, config)
             self._report_registration(conn, rec)
             return
-        existing = self.engine.by_key.get(config.key())
+        existing = self.host.lookup(config.key())
         if existing is not None:
-            other = self.registry.by_discr.get(existing)
+            other = self.registry.by_discr.get(existing.session.local_discr)
             if other is None:
-                origin = self.engine.sessions[existing].origin
+                origin = existing.origin
                 log.warning("dplane: session %s already comes from %s; ignored", _describe(msg), origin)
                 return
             # bfdd cannot have two sessions on one path: it replaced the old id.
@@ -944,20 +942,20 @@ class Dataplane:
     def _create(
         self, conn: Connection, msg: AddSession, config: SessionConfig, discr: int | None = None
     ) -> None:
-        if config.key() in self.engine.by_key:
-            other = self.engine.sessions[self.engine.by_key[config.key()]].origin
+        if (taken := self.host.lookup(config.key())) is not None:
+            other = taken.origin
             log.warning("dplane: session %s already comes from %s; ignored", _describe(msg), other)
             return
         if discr is None:
             # bfdd's id is our discriminator unless something else already uses it.
-            discr = msg.lid if msg.lid not in self.engine.sessions else self.engine.allocate_discr()
+            discr = msg.lid if msg.lid not in self.host.sessions else self.host.allocate_discr()
         rec = DpSession(
             discr, config, min_echo_tx_us=msg.min_echo_tx, cbit=bool(msg.flags & SessionFlags.CBIT)
         )
         # Registered before the engine runs it, so its first state change can be reported.
         self.registry.add(rec, msg.lid)
         try:
-            self.engine.add_session(config, ORIGIN, discr=discr)
+            self.host.add_session(config, ORIGIN, discr=discr)
         except (OSError, ValueError) as e:
             self.registry.remove(rec)
             log.warning("dplane: cannot run session %s from bfdd: %s", _describe(msg), _oserror(e))
@@ -968,7 +966,7 @@ class Dataplane:
         """An ADD for a session we run: idempotent; changed timers go through a Poll (engine)."""
         rec.min_echo_tx_us = msg.min_echo_tx
         rec.cbit = bool(msg.flags & SessionFlags.CBIT)
-        entry = self.engine.sessions.get(rec.discr)
+        entry = self.host.sessions.get(rec.discr)
         if entry is None:  # removed behind our back: run it again
             self.registry.remove(rec)
             if self.conn is not None:
@@ -984,12 +982,12 @@ class Dataplane:
                 log.info("dplane: bfdd id %s moved to %s; restarting the session", rec.lid, _describe(msg))
                 lid = rec.lid
                 self.registry.remove(rec)
-                self.engine.remove_session(rec.discr, admin_down=True)
+                self.host.remove_session(rec.discr, admin_down=True)
                 if self.conn is not None and lid is not None:
                     self._create(self.conn, msg, config, discr=rec.discr)
                 return
         rec.config = config
-        self.engine.update_session(rec.discr, config)
+        self.host.update_session(rec.discr, config)
 
     def _on_delete(self, msg: DeleteSession) -> None:
         rec = self.registry.by_lid.get(msg.lid)
@@ -997,13 +995,13 @@ class Dataplane:
             log.debug("dplane: delete for unknown bfdd id %d", msg.lid)
             return
         self.registry.remove(rec)
-        self.engine.remove_session(rec.discr, admin_down=True)
+        self.host.remove_session(rec.discr, admin_down=True)
 
     # -- reports to bfdd ---------------------------------------------------------------------
 
     def _report_registration(self, conn: Connection, rec: DpSession) -> None:
         # bfdd resets its copy to Down on every registration: tell it otherwise, once.
-        entry = self.engine.sessions.get(rec.discr)
+        entry = self.host.sessions.get(rec.discr)
         if entry is None or rec.lid is None or rec.reported or entry.session.state == State.DOWN:
             return
         self._tell(conn, rec, entry.session, entry.session.state)
@@ -1038,7 +1036,7 @@ class Dataplane:
         if rec.last_timers_us is not None:
             due = max(due, rec.last_timers_us + TIMERS_REPORT_GAP_US)
         rec.timers_due_us = due
-        self.engine.call_at(due, lambda now: self._report_timers(rec, now))
+        self.host.call_at(due, lambda now: self._report_timers(rec, now))
 
     def _report_timers(self, rec: DpSession, now_us: int) -> None:
         """The same state again, with the peer's values now: bfdd's CLI shows the timers in force."""
@@ -1046,7 +1044,7 @@ class Dataplane:
         conn = self.conn
         if conn is None or rec.lid is None or self.registry.by_lid.get(rec.lid) is not rec:
             return  # disconnected or re-registered since: a registration report follows
-        entry = self.engine.sessions.get(rec.discr)
+        entry = self.host.sessions.get(rec.discr)
         # Only while Up: that is when the timers shown are the ones in force;
         # in any other state the peer runs its slow start and the transition
         # out of it reports fresh values anyway, so a report would only cost

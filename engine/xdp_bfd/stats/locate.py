@@ -2,7 +2,7 @@
 
 The engine is a process named ``xdp-bfd`` (``cli.set_process_name``); it writes
 no pid file. Its stats path is whatever its own command line says
-(``--stats-dump PATH``, else ``cli.DEFAULT_STATS_PATH``); only when the command
+(``--stats-dump PATH``, else ``DEFAULT_STATS_PATH``); only when the command
 line cannot be read is ``/etc/xdp-bfd/engine.conf`` (the role's
 ``XDP_BFD_ARGS=`` / ``XDP_BFD_SCHED=``, which the unit expands into that very
 command line) consulted. The file is read through ``/proc/PID/root``, so the
@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cli import DEFAULT_STATS_PATH
-
+DEFAULT_STATS_PATH = "/tmp/bfd_tx_stats.json"  # the operator manual reads it from here
 PROC = Path("/proc")
 PROCESS_NAME = "xdp-bfd"
 ENGINE_CONF = Path("/etc/xdp-bfd/engine.conf")

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from .session import AuthConfig, SessionConfig
-from .wire.control import AuthType
+from ..session import AuthConfig, SessionConfig
+from ..wire.control import AuthType
 
 
 class ConfigError(Exception):

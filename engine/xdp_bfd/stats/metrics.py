@@ -16,11 +16,13 @@ import errno
 import logging
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..core.host import Loop, Stats
 
 log = logging.getLogger("xdp_bfd")
 
@@ -128,11 +130,15 @@ class StatsCollector(Collector):
             )
 
 
+class MetricsHost(Loop, Stats, Protocol):
+    """What the metrics server uses of the host: its loop and the stats document."""
+
+
 class MetricsServer:
     """A tiny HTTP/1.0 responder on the engine's selector."""
 
-    def __init__(self, engine: Any, listen: str) -> None:
-        self.engine = engine
+    def __init__(self, loop: MetricsHost, listen: str) -> None:
+        self.loop = loop
         host, port = parse_listen(listen)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -145,7 +151,7 @@ class MetricsServer:
         self.collector = StatsCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
-        engine.add_reader(self.sock, self._accept)
+        loop.watch(self.sock, self._accept)
         log.info("metrics: serving on %s:%d", host, port)
 
     def _accept(self, _now: int) -> None:
@@ -158,7 +164,7 @@ class MetricsServer:
             return
         conn.setblocking(False)
         self.pending[conn] = b""
-        self.engine.add_reader(conn, lambda _now, c=conn: self._read(c))
+        self.loop.watch(conn, lambda _now, c=conn: self._read(c))
 
     def _read(self, conn: socket.socket) -> None:
         # Requests arrive over several turns of the loop if they must: a slow
@@ -181,7 +187,7 @@ class MetricsServer:
             self._send(conn, b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
             return
         self.answering.add(conn)
-        self.engine.want_stats(lambda doc, c=conn: self._answer(c, doc))
+        self.loop.want_stats(lambda doc, c=conn: self._answer(c, doc))
 
     def _answer(self, conn: socket.socket, doc: dict[str, Any]) -> None:
         if conn not in self.answering:
@@ -209,7 +215,7 @@ class MetricsServer:
 
     def _finish(self, conn: socket.socket) -> None:
         self.pending.pop(conn, None)
-        self.engine.remove_reader(conn)
+        self.loop.unwatch(conn)
 
     def close(self) -> None:
         for conn in list(self.pending):
@@ -218,5 +224,5 @@ class MetricsServer:
         for conn in list(self.answering):
             self.answering.discard(conn)
             conn.close()
-        self.engine.remove_reader(self.sock)
+        self.loop.unwatch(self.sock)
         self.sock.close()

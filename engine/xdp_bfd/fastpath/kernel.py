@@ -55,7 +55,7 @@ class KernelError(Exception):
 # code was built with (in a source tree xdp_bfd/bpf is a symlink to the
 # repository's bpf/). A directory on disk, not a resource reader: bcc compiles
 # from files and needs -I to reach the header.
-PACKAGED_BPF_DIR = Path(__file__).parent / "bpf"
+PACKAGED_BPF_DIR = Path(__file__).parent.parent / "bpf"
 
 
 def bpf_dir() -> Path:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .wire.control import Diag, State
+from ..wire.control import Diag, State
 
 STATE_NAMES = {State.ADMIN_DOWN: "admin_down", State.DOWN: "down", State.INIT: "init", State.UP: "up"}
 DIAG_NAMES = {

@@ -13,16 +13,14 @@ import logging
 import socket
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import links
-from .clock import now_us
+from ..core import links
+from ..core.clock import now_us
+from ..core.host import Entry, Host, PacketCounts
+from ..session import Rejected
+from ..wire.control import MIN_LEN, CodecError, Flag, State, decode_control, encode_control
 from .kernel import FastPath, mapped16
-from .session import Rejected
-from .wire.control import MIN_LEN, CodecError, Flag, State, decode_control, encode_control
-
-if TYPE_CHECKING:
-    from .engine import Engine, Entry
 
 log = logging.getLogger("xdp_bfd")
 
@@ -39,14 +37,16 @@ def steady_template(raw: bytes, size: int) -> bytes:
 
 
 class Offload:
-    def __init__(self, engine: Engine, fp: FastPath) -> None:
-        self.engine, self.fp = engine, fp
+    """The fast path as a session observer (core.host.SessionObserver)."""
+
+    def __init__(self, host: Host, fp: FastPath) -> None:
+        self.host, self.fp = host, fp
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
         self.control_len = fp.abi.control_len
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.ifindexes = {a.ifname: a.ifindex for a in fp.attached}
-        engine.add_reader(fp.open_events(self.on_event), lambda _now: fp.consume_events())
+        host.watch(fp.open_events(self.on_event), lambda _now: fp.consume_events())
         # The gate must be refreshed well inside the dead-man bound, but never so
         # often that it becomes per-session work: it is one map write.
         deadman_us = fp.deadman_ns // 1000
@@ -55,7 +55,7 @@ class Offload:
 
     def _beat(self, now: int) -> None:
         self.fp.heartbeat(time.monotonic_ns())
-        self.engine.call_at(now + self.beat_us, self._beat)
+        self.host.call_at(now + self.beat_us, self._beat)
 
     # -- sessions ---------------------------------------------------------------
 
@@ -94,7 +94,7 @@ class Offload:
         self.by_slot[slot] = s.local_discr
         self.fp.install(slot, **self._index(entry))
         s.detection_external = entry.offloaded
-        self.sync(entry)
+        self.serviced(entry)
 
     def adopted(self, entry: Entry) -> None:
         """A session handed over with its slot (--pin): the kernel's view of it is already there."""
@@ -104,7 +104,7 @@ class Offload:
         self.fp.install(entry.slot, **self._index(entry))
         s.detection_external = entry.offloaded
         st = self.fp.read_state(entry.slot)
-        self.sync(entry)
+        self.serviced(entry)
         if entry.detect_armed and st.expired_epoch == entry.epoch:
             # The sweep reported this silence while no engine was reading its ring.
             log.info("kernel-tx: discriminator %d expired during the handover", s.local_discr)
@@ -130,7 +130,7 @@ class Offload:
         peer_interval = max(s.remote_desired_tx_us, s.required_min_rx_us)
         return peer_interval <= s.tx_interval_us
 
-    def sync(self, entry: Entry) -> None:
+    def serviced(self, entry: Entry) -> None:
         """Write the session's kernel config if anything in it changed."""
         if entry.slot is None:
             return
@@ -179,7 +179,7 @@ class Offload:
 
     def on_event(self, ev: Any) -> None:
         discr = self.by_slot.get(ev.slot)
-        entry = self.engine.sessions.get(discr) if discr is not None else None
+        entry = self.host.sessions.get(discr) if discr is not None else None
         if entry is None or ev.epoch != entry.epoch:
             return  # the session went away or was re-armed since
         now = now_us()
@@ -204,15 +204,36 @@ class Offload:
                 pkt = decode_control(raw)
                 entry.session.receive(pkt, raw, now, ttl=ev.ttl, final_sent=True)
             except (CodecError, Rejected) as e:
-                self.engine.drops[getattr(e, "reason", "poll")] += 1
+                self.host.count_drop(getattr(e, "reason", "poll"))
                 return
             entry.last_rx_raw = raw
-        self.engine.service(entry, now)
+        self.host.service(entry, now)
 
     # -- stats ------------------------------------------------------------------
 
-    def session_stats(self, entry: Entry, st: Any, out: dict[str, Any], now_ns: int) -> None:
-        """Add the kernel's view (``st``, the session's slot_state) to its stats."""
+    def counts(self, entry: Entry, counts: PacketCounts) -> PacketCounts:
+        if entry.slot is None:
+            return counts
+        return self._counts(entry, counts, self.fp.read_state(entry.slot))
+
+    @staticmethod
+    def _counts(entry: Entry, counts: PacketCounts, st: Any) -> PacketCounts:
+        rx_p, rx_b = counts.rx_packets, counts.rx_bytes
+        if entry.offloaded:
+            # Every packet of an offloaded session crosses XDP, including those
+            # passed up to the socket, so the kernel's count is the whole count.
+            rx_p, rx_b = int(st.rx_packets), int(st.rx_bytes)
+        return PacketCounts(
+            rx_p, rx_b, counts.tx_packets + int(st.ktx_packets), counts.tx_bytes + int(st.ktx_bytes)
+        )
+
+    def session_stats(self, entry: Entry, out: dict[str, Any], now_ns: int) -> None:
+        """Add the kernel's view (the session's slot_state, one map read) to its stats."""
+        if entry.slot is None:
+            return
+        st = self.fp.read_state(entry.slot)
+        if entry.offloaded:
+            out["rx_packets"] = int(st.rx_packets)
         out["kernel_tx_packets"] = int(st.ktx_packets)
         out["last_ktx_age_us"] = (now_ns - st.last_ktx_ns) // 1000 if st.last_ktx_ns else None
         if st.last_rx_ns:
@@ -225,7 +246,7 @@ class Offload:
         out["offloaded"] = entry.offloaded
         out["kernel_tx_active"] = bool(entry.kcfg and entry.kcfg["flags"] & self.cfg_flag.KTX)
 
-    def stats(self, doc: dict[str, Any]) -> None:
+    def document(self, doc: dict[str, Any]) -> None:
         totals = self.fp.counter_totals()
         first = self.fp.attached[0] if self.fp.attached else None
         cnt, ns = self.fp.prog_run_stats()

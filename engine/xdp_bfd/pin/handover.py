@@ -25,7 +25,6 @@ import errno
 import functools
 import gc
 import hashlib
-import ipaddress
 import logging
 import operator
 import os
@@ -42,12 +41,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .clock import now_us
-from .session import Session, SessionConfig
+from ..core.clock import now_us
+from ..core.host import Entry, Host
+from ..fastpath.kernel import abi_constants, bpf_dir
+from ..session import Session, SessionConfig
 
 if TYPE_CHECKING:
-    from .engine import Engine, Entry
-    from .kernel import FastPath
+    from ..fastpath.kernel import FastPath
+    from ..fastpath.observer import Offload
 
 log = logging.getLogger("xdp_bfd")
 
@@ -67,8 +68,6 @@ BPF_FS_MAGIC = 0xCAFE4A11
 _BPF_NR = {"x86_64": 321, "aarch64": 280}
 _BPF_MAP_LOOKUP_ELEM, _BPF_OBJ_GET = 1, 7
 
-# Session attributes that are not state: rebuilt by the successor.
-_SKIP = {"_config", "_rng", "_outbox", "_events"}
 _ENTRY_FIELDS = (
     "origin",
     "user_tx_packets",
@@ -81,6 +80,10 @@ _ENTRY_FIELDS = (
     "last_detection_us",
     "last_detection_overshoot_us",
 )
+
+# The per-session part of the state another plugin adds (the dataplane's bfdd
+# bookkeeping, by discriminator): format 2 carries it beside each session.
+DPLANE_SECTION = "dplane"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -272,11 +275,9 @@ def finish(root: Path, layout: str) -> None:
 # --- the state ------------------------------------------------------------------------
 
 
-@functools.cache
 def session_fields() -> tuple[str, ...]:
     """The Session attributes handed over, in the order format 2 lists their values."""
-    probe = Session(SessionConfig(local=None, peer=ipaddress.ip_address("192.0.2.1")), 1, now_us=0)
-    return tuple(sorted(set(vars(probe)) - _SKIP))
+    return Session.STATE_FIELDS
 
 
 @functools.cache
@@ -298,30 +299,24 @@ def _record(entry: Entry, dp: Any) -> tuple:
         entry.last_rx_raw,
         entry.tx.sport,
         entry.session.config,
-        _session_values()(vars(entry.session)),
+        entry.session.export(),
         dp,
     )
 
 
-@functools.cache
-def _session_values() -> operator.itemgetter:
-    return operator.itemgetter(*session_fields())
-
-
-def encode(engine: Engine) -> bytes:
+def encode(host: Host, offload: Offload) -> bytes:
     """The state, pickled and compressed.
 
     The old engine is gone only once this is written: JSON took 65 ms for 1024
     sessions where pickle takes about 5. The blob lives in a root-only pinned
     map that only a process holding CAP_BPF could have written.
     """
-    fp = engine.offload.fp if engine.offload else None
-    dp = engine.handover_sections.get("dplane", dict)()
-    sessions = [_record(entry, dp.get(discr)) for discr, entry in engine.sessions.items()]
+    dp = host.handoff.section(DPLANE_SECTION) or {}
+    sessions = [_record(entry, dp.get(discr)) for discr, entry in host.sessions.items()]
     state = {
         "format": fingerprint(),
         "pid": os.getpid(),
-        "nslots": fp.nslots if fp else 0,
+        "nslots": offload.fp.nslots,
         "sessions": sessions,
     }
     return _pack(state)
@@ -364,7 +359,7 @@ def decode(blob: bytes) -> dict[str, Any] | None:
 WARM_UP_SLICE_SESSIONS = 64
 
 
-def warm_up(engine: Engine) -> None:
+def warm_up(host: Host, offload: Offload) -> None:
     """PREPARE_SIGNAL: encode the state once for nothing (warm caches), then say so in the owner record.
 
     The engine still serves meanwhile, so this goes in paced steps like a stats
@@ -372,48 +367,43 @@ def warm_up(engine: Engine) -> None:
     one piece it was 30-50 ms of loop time at 1024 sessions, cold, and ten
     times that under a 1 ms/10 ms reservation.
     """
-    off = engine.offload
-    if off is None or off.fp.pin is None:
-        return
+    fp = offload.fp
 
     def encode_slices(_doc: dict[str, Any]) -> Generator[None, None, None]:
-        dp = engine.handover_sections.get("dplane", dict)()
-        entries = list(engine.sessions.items())
+        dp = host.handoff.section(DPLANE_SECTION) or {}
+        entries = list(host.sessions.items())
         for i in range(0, len(entries), WARM_UP_SLICE_SESSIONS):
             part = [_record(e, dp.get(d)) for d, e in entries[i : i + WARM_UP_SLICE_SESSIONS]]
             _pack(part)
             yield
-        off.fp.set_owner(os.getpid(), off.fp.consts["BFD_OWNER_RUNNING"], 0, done_ns=time.monotonic_ns())
+        fp.set_owner(os.getpid(), fp.consts["BFD_OWNER_RUNNING"], 0, done_ns=time.monotonic_ns())
 
-    engine.want_stats(encode_slices)
+    host.want_stats(encode_slices)
 
 
-def hand_over(engine: Engine) -> None:
+def hand_over(host: Host, offload: Offload) -> None:
     """SIGUSR2: write the state for a successor and exit 75 without a word to the peers."""
-    off = engine.offload
-    if off is None or off.fp.pin is None:
-        log.warning("pin: SIGUSR2 asks for a handover, but there is no --pin directory; ignoring it")
-        return
+    fp = offload.fp
+    assert fp.pin is not None
     t0 = time.monotonic_ns()
     # No collection while the state is pickled: thousands of fresh containers
     # would trigger several, and this process either exits in a moment or
     # goes back to serving (then the collector comes back).
     gc.disable()
     try:
-        blob = encode(engine)
+        blob = encode(host, offload)
         t_encoded = time.monotonic_ns()
-        off.fp.write_handover(blob)
+        fp.write_handover(blob)
     except Exception as e:
         gc.enable()
         log.error("pin: cannot hand over: %s; still serving", e)
         return
-    c = off.fp.consts
-    for depart in engine.departures:
-        depart(off.fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
-    off.fp.set_owner(os.getpid(), c["BFD_OWNER_HANDED_OVER"], len(blob), done_ns=time.monotonic_ns())
+    c = fp.consts
+    host.handoff.depart(fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
+    fp.set_owner(os.getpid(), c["BFD_OWNER_HANDED_OVER"], len(blob), done_ns=time.monotonic_ns())
     log.info(
         "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f); exiting 75",
-        len(engine.sessions),
+        len(host.sessions),
         len(blob),
         (time.monotonic_ns() - t0) / 1e6,
         (t_encoded - t0) / 1e6,
@@ -426,8 +416,6 @@ def hand_over(engine: Engine) -> None:
 
 
 def load(fp: FastPath) -> dict[str, Any] | None:
-    from .kernel import abi_constants, bpf_dir  # noqa: PLC0415
-
     consts = abi_constants(bpf_dir() / "bfd_abi.h")
     assert fp.pin is not None
     owner = read_owner(fp.pin.root, consts)
@@ -437,42 +425,25 @@ def load(fp: FastPath) -> dict[str, Any] | None:
     return decode(fp.read_handover(owner["blob_len"]))
 
 
-def restore(engine: Engine, state: dict[str, Any]) -> list[Entry]:
+def restore(host: Host, offload: Offload, state: dict[str, Any]) -> list[Entry]:
     """Recreate the handed-over sessions: same discriminators, slots and source ports."""
-    from .engine import Entry  # noqa: PLC0415
-    from .netio import Transmitter  # noqa: PLC0415
-
-    assert engine.offload is not None
-    fp = engine.offload.fp
     used = {f["slot"] for f, *_ in state["sessions"] if f["slot"] is not None}
-    fp.adopt_slots(state["nslots"], used)
-    now = now_us()
+    offload.fp.adopt_slots(state["nslots"], used)
     out = []
+    bookkeeping: dict[int, Any] = {}
     for fields_, drops, last_rx_raw, sport, config, session_vars, dp in state["sessions"]:
-        discr = session_vars["_local_discr"]
-        tx = Transmitter(
-            engine.ports,
-            local=config.local,
-            peer=config.peer,
-            interface=config.interface,
-            multihop=config.multihop,
-            sport=sport,
-        )
-        session = Session(config, discr, now_us=now, rng=engine.rng)
-        vars(session).update(session_vars)
-        session.demand_poll_us = engine.args.demand_poll_us
-        entry = Entry(session, tx, fields_["origin"])
+        entry = host.restore_session(config, fields_["origin"], sport=sport, state=session_vars)
         for name, value in fields_.items():
             setattr(entry, name, value)
         entry.drops = Counter(drops)
         entry.last_rx_raw = last_rx_raw
-        engine.sessions[discr] = entry
-        engine.by_key[config.key()] = discr
         if dp is not None:
-            engine.adopted_dplane[discr] = dp
-        engine.offload.adopted(entry)
+            bookkeeping[entry.session.local_discr] = dp
+        offload.adopted(entry)
         out.append(entry)
+    host.handoff.leave(DPLANE_SECTION, bookkeeping)
+    now = now_us()
     for entry in out:
-        engine.service(entry, now)
+        host.service(entry, now)
     log.info("pin: adopted %d sessions from engine %d", len(out), state["pid"])
     return out

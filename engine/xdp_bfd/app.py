@@ -1,0 +1,136 @@
+"""The one place that knows every part: builds the engine, plugs the options' plugins in, runs it.
+
+Plugins (the fast path, ``--pin``, the dataplane, metrics) are handed the
+engine as a :class:`~.core.host.Host` and know nothing of each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import itertools
+import logging
+import resource
+import signal
+
+from .core import footprint
+from .core.config import ConfigError, load_sessions
+from .core.engine import Engine
+from .core.errors import EXIT_OK, EngineError
+from .core.sched import reserve as reserve_scheduling
+from .session import SessionConfig
+
+log = logging.getLogger("xdp_bfd")
+
+
+def _raise_nofile() -> None:
+    # One socket per session: 4096 sessions need more than the default 1024 fds.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]]:
+    out: list[tuple[SessionConfig, str]] = []
+    if args.local is not None:
+        out.append((SessionConfig(local=args.local, peer=args.peer), "cli"))
+    if args.sessions is not None:
+        try:
+            out += [(c, "file") for c in load_sessions(args.sessions)]
+        except ConfigError as e:
+            raise EngineError(str(e)) from None
+    return out
+
+
+def _no_handover() -> None:
+    log.warning("pin: SIGUSR2 asks for a handover, but there is no --pin directory; ignoring it")
+
+
+def run(args: argparse.Namespace) -> int:
+    sessions = initial_sessions(args)  # a bad file fails before anything is bound
+    _raise_nofile()
+    engine = Engine(
+        stats_path=args.stats_dump,
+        sessions_file=args.sessions,
+        demand_poll_us=args.demand_poll_us,
+        deadman_us=args.deadman_us,
+    )
+    engine.reactor.install_signals()
+    engine.on_signal(signal.SIGUSR2, _no_handover)
+    try:
+        started = None
+        if args.kernel_tx:
+            from .pin.startup import start_fast_path  # noqa: PLC0415  (bcc only with --kernel-tx)
+
+            started = start_fast_path(engine, engine.notifier, args)
+            engine.reactor.takeover_marks = started.marks
+        elif args.pin is not None:
+            log.warning("pin: --pin keeps the fast path's state; without --kernel-tx it does nothing")
+        engine.open_receivers()
+        if started is not None and started.state is not None:
+            started.restore()
+            engine.mark("sessions restored")
+            # The arguments may have changed with the upgrade: the file and the
+            # command line say what runs now; adopted sessions they no longer
+            # name leave with AdminDown.
+            for origin in ("cli", "file"):
+                engine.apply_session_list([c for c, o in sessions if o == origin], origin)
+            engine.mark("arguments applied")
+        for cfg, origin in sessions if started is None or started.state is None else ():
+            if engine.lookup(cfg.key()) is not None:
+                raise EngineError(f"session {cfg.local} -> {cfg.peer} given twice")
+            try:
+                engine.add_session(cfg, origin)
+            except OSError as e:
+                raise EngineError(f"session {cfg.local} -> {cfg.peer}: {e.strerror or e}") from None
+        log.info(
+            "bfd: serving %d sessions %s",
+            len(engine.sessions),
+            "with the XDP fast path" if started is not None else "in software",
+        )
+        if args.dplane_mode is not None:
+            from .dplane import Dataplane  # noqa: PLC0415
+
+            dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)
+            dataplane.start()
+            engine.add_closer(dataplane.close)
+        if args.metrics:
+            from .stats.metrics import MetricsServer  # noqa: PLC0415
+
+            try:
+                engine.add_closer(MetricsServer(engine, args.metrics).close)
+            except (OSError, ValueError) as e:
+                raise EngineError(f"--metrics {args.metrics}: {getattr(e, 'strerror', None) or e}") from None
+        # One stats document built now: first calls (bcc's table objects,
+        # /proc reads, lazy imports) cost most, and would otherwise fall on
+        # the first SIGUSR1, under the reservation.
+        engine.stats()
+        # Everything made so far (bcc's tables, the compiled program's
+        # metadata, the sessions) lives as long as the engine: out of the
+        # collector's sight, a full collection scans only what came since.
+        # Without it one took 10-60 ms of loop time under the reservation,
+        # enough for a userspace-sent session to miss its detection time.
+        gc.collect()
+        gc.freeze()
+        footprint.trim_heap()
+        if started is not None:
+            log.debug("memory: %d kB of the compiler's pages unmapped", footprint.shed_compiler_pages())
+        # Last: bcc has compiled (compiling under a real-time class trips RT
+        # throttling), and nothing forks from here on.
+        engine.reactor.pace_us = reserve_scheduling(args.sched_deadline)
+        engine.notifier.ready(takeover=started is not None and started.predecessor is not None)
+        engine.mark("ready")
+        if engine.reactor.takeover_marks:
+            marks = engine.reactor.takeover_marks
+            log.info(
+                "pin: serving again %.1f ms after the request at %.6f (%s)",
+                (marks[-1][1] - marks[0][1]) / 1e6,
+                marks[0][1] / 1e9,
+                ", ".join(f"{b[0]} +{(b[1] - a[1]) / 1e6:.1f}" for a, b in itertools.pairwise(marks)),
+            )
+        engine.loop()
+    finally:
+        engine.shutdown()
+    return EXIT_OK

@@ -1,0 +1,339 @@
+"""The engine: the session table served by the reactor, and the :class:`~.host.Host` plugins receive.
+
+Input reaches a session, what it queued goes out, its events go to the
+listeners and its new state to the observers (the fast path's maps), then
+it is rescheduled. Nothing here knows what plugs in.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import socket
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..session import Rejected, RemoteParamsChanged, Session, SessionConfig, SessionKey, StateChanged
+from ..wire.control import CodecError, State, decode_control
+from .clock import now_us
+from .config import ConfigError, load_sessions
+from .document import StatsDocument, file_writer
+from .errors import EngineError
+from .handoff import Handoff
+from .host import Callback, DocWaiter, Entry, PacketCounts, SessionObserver
+from .netio import PORT_MULTIHOP, PORT_SINGLE_HOP, Datagram, Receiver, SourcePorts, Transmitter
+from .notify import Notifier
+from .reactor import Reactor
+from .stats_format import DIAG_NAMES, STATE_NAMES
+from .table import SessionTable
+
+log = logging.getLogger("xdp_bfd")
+
+
+class Engine:
+    """Satisfies :class:`~.host.Host`; ``app`` builds it and hands it to the plugins as one."""
+
+    def __init__(
+        self,
+        *,
+        stats_path: Path,
+        sessions_file: Path | None = None,
+        demand_poll_us: int = 0,
+        deadman_us: int = 0,
+    ) -> None:
+        self.stats_path = stats_path
+        self.sessions_file = sessions_file
+        self.demand_poll_us = demand_poll_us
+        self.rng = random.Random()
+        self.reactor = Reactor()
+        self.table = SessionTable(self.rng)
+        self._sessions_view = MappingProxyType(self.table.sessions)
+        self.observers: list[SessionObserver] = []
+        self.state_listeners: list[Callable[[Entry, StateChanged], None]] = []
+        self.remote_listeners: list[Callable[[Entry, RemoteParamsChanged], None]] = []
+        self.drops: Counter = Counter()
+        self.ports = SourcePorts()
+        self.receivers: list[Receiver] = []
+        self.notifier = Notifier()
+        self.handoff = Handoff()
+        self.reflects_echo = False
+        self.document = StatsDocument(
+            self.table.sessions,
+            self.observers,
+            counts=self.packet_counts,
+            drops=self.drops,
+            lag=self.reactor.lag,
+            deadman_us=deadman_us,
+        )
+        self.reactor.fire_timer = self._fire
+        self.reactor.next_background = self.document.next_job
+        self.on_signal(signal.SIGTERM, self._stop)
+        self.on_signal(signal.SIGINT, self._stop)
+        self.on_signal(signal.SIGUSR1, self.dump_stats)
+        self.on_signal(signal.SIGHUP, self.reload)
+
+    # -- the loop (core.host.Loop): the reactor's ------------------------------------
+
+    def watch(self, sock: Any, callback: Callback, *, read: bool = True, write: bool = False) -> None:
+        self.reactor.watch(sock, callback, read=read, write=write)
+
+    def unwatch(self, sock: Any) -> None:
+        self.reactor.unwatch(sock)
+
+    def call_at(self, deadline_us: int, callback: Callback) -> None:
+        self.reactor.call_at(deadline_us, callback)
+
+    def on_signal(self, signum: int, handler: Callable[[], None]) -> None:
+        self.reactor.on_signal(signum, handler)
+
+    def add_closer(self, close: Callable[[], None]) -> None:
+        self.reactor.add_closer(close)
+
+    def mark(self, phase: str) -> None:
+        self.reactor.mark(phase)
+
+    # -- setup -----------------------------------------------------------------
+
+    def open_receivers(self) -> None:
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for port in (PORT_SINGLE_HOP, PORT_MULTIHOP):
+                try:
+                    r = Receiver(family, port)
+                except OSError as e:
+                    if family == socket.AF_INET6 and e.errno in (97, 99):  # no IPv6 on this host
+                        log.warning("bfd: IPv6 unavailable (%s); serving IPv4 only", e.strerror)
+                        continue
+                    raise EngineError(f"cannot bind UDP port {port}: {e.strerror}") from None
+                self.receivers.append(r)
+                self.reactor.watch(r.sock, lambda now, r=r: self._drain(r, now))
+
+    # -- sessions (core.host.Sessions) -----------------------------------------------
+
+    @property
+    def sessions(self) -> Mapping[int, Entry]:
+        return self._sessions_view
+
+    def lookup(self, key: SessionKey) -> Entry | None:
+        return self.table.lookup(key)
+
+    def allocate_discr(self) -> int:
+        return self.table.allocate_discr()
+
+    def add_observer(self, observer: SessionObserver) -> None:
+        self.observers.append(observer)
+
+    def on_state_change(self, listener: Callable[[Entry, StateChanged], None]) -> None:
+        self.state_listeners.append(listener)
+
+    def on_remote_change(self, listener: Callable[[Entry, RemoteParamsChanged], None]) -> None:
+        self.remote_listeners.append(listener)
+
+    def count_drop(self, reason: str) -> None:
+        self.drops[reason] += 1
+
+    def _transmitter(self, config: SessionConfig, sport: int | None = None) -> Transmitter:
+        return Transmitter(
+            self.ports,
+            local=config.local,
+            peer=config.peer,
+            interface=config.interface,
+            multihop=config.multihop,
+            sport=sport,
+        )
+
+    def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> Entry:
+        now = now_us()
+        tx = self._transmitter(config)
+        d = discr if discr is not None else self.allocate_discr()
+        entry = Entry(Session(config, d, now_us=now, rng=self.rng), tx, origin)
+        entry.session.demand_poll_us = self.demand_poll_us
+        self.table.insert(entry)
+        for observer in self.observers:
+            observer.added(entry)
+        log.info(
+            "session: %s -> %s%s%s added (discriminator %d, source port %d)",
+            config.local or "*",
+            config.peer,
+            f" on {config.interface}" if config.interface else "",
+            " multihop" if config.multihop else "",
+            d,
+            tx.sport,
+        )
+        self.service(entry, now)
+        return entry
+
+    def restore_session(
+        self, config: SessionConfig, origin: str, *, sport: int, state: dict[str, Any]
+    ) -> Entry:
+        session = Session.restore(config, state, now_us=now_us(), rng=self.rng)
+        session.demand_poll_us = self.demand_poll_us
+        entry = Entry(session, self._transmitter(config, sport), origin)
+        self.table.insert(entry)
+        return entry
+
+    def remove_session(self, discr: int, *, admin_down: bool = True) -> None:
+        entry = self.table.pop(discr)
+        if entry is None:
+            return
+        s = entry.session
+        for observer in self.observers:
+            observer.removed(entry)
+        if admin_down and s.state != State.ADMIN_DOWN:
+            # Tell the peer this is deliberate (§6.8.16) rather than let it time out.
+            s.admin_down(now_us())
+            for pkt in s.datagrams_to_send(now_us()):
+                entry.tx.send(pkt)
+        entry.tx.close()
+        log.info("session: %s -> %s removed", s.config.local or "*", s.config.peer)
+
+    def update_session(self, discr: int, config: SessionConfig) -> None:
+        entry = self.table.sessions[discr]
+        if entry.session.config == config:
+            return
+        now = now_us()
+        entry.session.set_config(config, now)
+        self.service(entry, now)
+
+    def apply_session_list(self, configs: list[SessionConfig], origin: str) -> None:
+        """Make the sessions of ``origin`` exactly ``configs``: add, change, remove; leave the rest alone."""
+        wanted = {c.key(): c for c in configs}
+        for d, entry in list(self.table.sessions.items()):
+            if entry.origin == origin and entry.session.config.key() not in wanted:
+                self.remove_session(d)
+        for key, cfg in wanted.items():
+            entry = self.table.lookup(key)
+            if entry is None:
+                self.add_session(cfg, origin)
+            elif entry.origin == origin:
+                self.update_session(entry.session.local_discr, cfg)
+            else:
+                log.warning("session: %s -> %s already comes from %s; ignored", cfg.local, cfg.peer, origin)
+
+    def service(self, entry: Entry, now: int) -> None:
+        s = entry.session
+        for pkt in s.datagrams_to_send(now):
+            if entry.tx.send(pkt):
+                entry.user_tx_packets += 1
+                entry.user_tx_bytes += len(pkt)
+        while (ev := s.next_event()) is not None:
+            if isinstance(ev, StateChanged):
+                self._state_changed(entry, ev)
+            else:
+                for listener in self.remote_listeners:
+                    listener(entry, ev)
+        for observer in self.observers:
+            observer.serviced(entry)
+        deadline = s.get_timer()
+        if deadline is not None and deadline != entry.scheduled:
+            entry.scheduled = deadline
+            self.reactor.schedule(s.local_discr, deadline)
+
+    def _fire(self, discr: int, deadline: int, now: int) -> None:
+        entry = self.table.sessions.get(discr)
+        if entry is None or entry.scheduled != deadline:
+            return  # stale heap entry: the session was rescheduled or removed
+        entry.scheduled = None
+        entry.session.handle_timer(now)
+        self.service(entry, now)
+
+    def packet_counts(self, entry: Entry) -> PacketCounts:
+        counts = PacketCounts(
+            entry.session.rx_packets, entry.rx_bytes, entry.user_tx_packets, entry.user_tx_bytes
+        )
+        for observer in self.observers:
+            counts = observer.counts(entry, counts)
+        return counts
+
+    def _state_changed(self, entry: Entry, ev: StateChanged) -> None:
+        c = entry.session.config
+        log.info(
+            "session: %s -> %s%s %s -> %s (diag %s)",
+            c.local or "*",
+            c.peer,
+            f" on {c.interface}" if c.interface else "",
+            STATE_NAMES[ev.old],
+            STATE_NAMES[ev.new],
+            DIAG_NAMES.get(ev.diag, str(int(ev.diag))),
+        )
+        for listener in self.state_listeners:
+            listener(entry, ev)
+
+    # -- input -----------------------------------------------------------------
+
+    def on_datagram(self, dg: Datagram, now: int) -> None:
+        try:
+            pkt = decode_control(dg.data)
+        except CodecError as e:
+            self.drops[e.reason] += 1
+            return
+        entry = self.table.find(dg, pkt.your_discr)
+        if entry is None:
+            self.drops["your_discr" if pkt.your_discr else "no_session"] += 1
+            return
+        try:
+            entry.session.receive(pkt, dg.data, now, ttl=dg.ttl)
+        except Rejected as e:
+            self.drops[e.reason] += 1
+            entry.drops[e.reason] += 1
+            return
+        entry.rx_bytes += len(dg.data)
+        entry.last_rx_raw = dg.data
+        self.service(entry, now)
+
+    def _drain(self, receiver: Receiver, now: int) -> None:
+        for dg in receiver.drain():
+            self.on_datagram(dg, now)
+
+    # -- signals -----------------------------------------------------------------
+
+    def _stop(self) -> None:
+        if not self.reactor.stop_requested:
+            self.notifier.stopping()
+        self.reactor.stop_requested = True
+
+    def reload(self) -> None:
+        if self.sessions_file is None:
+            log.info("reload: no --sessions file to reload")
+            return
+        try:
+            configs = load_sessions(self.sessions_file)
+        except ConfigError as e:
+            log.error("reload: %s; keeping the running sessions unchanged", e)
+            return
+        self.apply_session_list(configs, "file")
+        log.info("reload: %s applied (%d sessions)", self.sessions_file, len(configs))
+
+    # -- stats (core.host.Stats) ---------------------------------------------------
+
+    def add_stats_section(self, name: str, section: Callable[[], Any]) -> None:
+        self.document.sections[name] = section
+
+    def want_stats(self, waiter: DocWaiter) -> None:
+        self.document.want(waiter)
+        self.reactor.start_background()
+
+    def stats(self) -> dict[str, Any]:
+        """The stats document, built in one go (the start-up warm-up; tests)."""
+        return self.document.build()
+
+    def dump_stats(self) -> None:
+        """SIGUSR1: write the stats file from the next document built."""
+        self.want_stats(file_writer(self.stats_path))
+
+    # -- run ---------------------------------------------------------------------
+
+    def loop(self) -> None:
+        self.reactor.loop()
+
+    def shutdown(self) -> None:
+        # Sessions first: their AdminDown leaves while the maps still exist;
+        # then the dataplane and the fast path (which detaches XDP).
+        for d in list(self.table.sessions):
+            self.remove_session(d, admin_down=True)
+        self.reactor.close()
+        for r in self.receivers:
+            r.close()

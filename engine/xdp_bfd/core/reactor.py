@@ -1,0 +1,172 @@
+"""The reactor: one thread, one ``selectors`` loop, timed callbacks and signals.
+
+Session timers sit in a heap of their own keyed by deadline, so a wake-up
+costs O(log n) in the sessions that are due, never a scan of all of them;
+stale heap entries (a session rescheduled or gone) are skipped when popped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import selectors
+import signal
+import socket
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+from .clock import now_us
+from .host import Callback
+from .lag import LoopLag
+
+# Signals whose default action would kill the engine: each is caught, and only
+# recorded by the handler (the loop acts, so no handler races a half-done update).
+CAUGHT_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
+
+
+class Reactor:
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        # Callbacks at a time (dataplane reconnects, hold deadlines…): (deadline, seq, fn).
+        self.calls: list[tuple[int, int, Callback]] = []
+        self._call_seq = 0
+        # Session timers: (deadline, key); fired through ``fire_timer(key, deadline, now)``.
+        self.timers: list[tuple[int, int]] = []
+        self.fire_timer: Callable[[int, int, int], None] = lambda _k, _d, _now: None
+        self.signal_handlers: dict[int, Callable[[], None]] = {}
+        self.pending_signals: list[int] = []
+        self.closers: list[Callable[[], None]] = []
+        self.lag = LoopLag()
+        self.stop_requested = False
+        # Background work in paced steps (the stats document): one step per
+        # turn, and no sooner than ``pace_us`` after the last (one per period
+        # under a deadline reservation).
+        self.background: Generator[None, None, None] | None = None
+        self.next_background: Callable[[], Generator[None, None, None] | None] = lambda: None
+        self.pace_us = 0
+        self._background_at = 0
+        self._wake_r, self._wake_w = socket.socketpair()
+        # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on.
+        self.takeover_marks: list[tuple[str, int]] = []
+
+    # -- what plugins use (core.host.Loop) ---------------------------------------
+
+    def watch(self, sock: Any, callback: Callback, *, read: bool = True, write: bool = False) -> None:
+        events = (selectors.EVENT_READ if read else 0) | (selectors.EVENT_WRITE if write else 0)
+        try:
+            self.selector.modify(sock, events, callback)
+        except KeyError:
+            self.selector.register(sock, events, callback)
+
+    def unwatch(self, sock: Any) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(sock)
+
+    def call_at(self, deadline_us: int, callback: Callback) -> None:
+        self._call_seq += 1
+        heapq.heappush(self.calls, (deadline_us, self._call_seq, callback))
+
+    def on_signal(self, signum: int, handler: Callable[[], None]) -> None:
+        self.signal_handlers[signum] = handler
+
+    def add_closer(self, close: Callable[[], None]) -> None:
+        self.closers.append(close)
+
+    def mark(self, phase: str) -> None:
+        if self.takeover_marks:
+            self.takeover_marks.append((phase, time.monotonic_ns()))
+
+    # -- what the engine uses ----------------------------------------------------
+
+    def schedule(self, key: int, deadline_us: int) -> None:
+        """Fire ``fire_timer(key, deadline, now)`` at ``deadline_us`` (unless it is stale by then)."""
+        heapq.heappush(self.timers, (deadline_us, key))
+
+    def install_signals(self) -> None:
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        for sig in CAUGHT_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        self.watch(self._wake_r, lambda _now: self.handle_signals())
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.pending_signals.append(signum)
+
+    def handle_signals(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_r.recv(64):
+                pass
+        sigs, self.pending_signals = self.pending_signals, []
+        for sig in sigs:
+            handler = self.signal_handlers.get(sig)
+            if handler is not None:
+                handler()
+
+    def run_timers(self, now: int) -> None:
+        while self.calls and self.calls[0][0] <= now:
+            _, _, fn = heapq.heappop(self.calls)
+            fn(now)
+        while self.timers and self.timers[0][0] <= now:
+            deadline, key = heapq.heappop(self.timers)
+            self.fire_timer(key, deadline, now)
+
+    def next_due(self) -> int | None:
+        heads = [h[0][0] for h in (self.timers, self.calls) if h]
+        return min(heads) if heads else None
+
+    def timeout_s(self, now: int) -> float | None:
+        due = self.next_due()
+        return None if due is None else max(0.0, (due - now) / 1e6)
+
+    def start_background(self) -> None:
+        """Begin the next background job now, if none is under way."""
+        if self.background is None:
+            self.background = self.next_background()
+
+    def step_background(self) -> None:
+        assert self.background is not None
+        try:
+            next(self.background)
+        except StopIteration:
+            self.background = self.next_background()
+
+    def loop(self) -> None:
+        while not self.stop_requested:
+            # Input before timers: after a stall, packets waiting in a socket
+            # prove the peer was talking, and must reach the session before its
+            # detection timer is judged (timers first would declare a live
+            # peer dead for our own lateness).
+            timeout = self.timeout_s(now_us())
+            if self.background is not None:
+                step_in = max(0.0, (self._background_at - now_us()) / 1e6)
+                timeout = step_in if timeout is None else min(timeout, step_in)
+            for key, _ in self.selector.select(timeout):
+                key.data(now_us())
+            now = now_us()
+            due = self.next_due()
+            if due is not None and now >= due:
+                self.lag.add(now - due)
+            self.run_timers(now)
+            # Signals last, and background work one step per turn (one per
+            # period under a reservation): a stats dump is milliseconds of
+            # Python, and under a deadline reservation work beyond the
+            # period's runtime waits for the next period, so what is due goes
+            # out first, and again between steps.
+            if self.pending_signals:
+                self.handle_signals()
+            if self.background is not None and now_us() >= self._background_at:
+                self.step_background()
+                self._background_at = now_us() + self.pace_us
+
+    def close(self) -> None:
+        for close in reversed(self.closers):
+            close()

@@ -1,0 +1,120 @@
+"""Bringing the fast path up: compile, (with ``--pin``) take over from a running engine, attach.
+
+The fast path and the ``--pin`` handover start together because a takeover
+decides how the program is loaded (the predecessor's pinned maps, its slots)
+and the order is strict: plan, request, read the state, attach, then serve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import EngineError
+from ..core.host import Host
+from ..core.notify import Notifier
+from ..fastpath.kernel import (
+    FastPath,
+    KernelError,
+    PinPaths,
+    abi_constants,
+    bpf_dir,
+    layout_cflags,
+    layout_id,
+)
+from ..fastpath.observer import Offload
+from . import fdpass, handover
+
+log = logging.getLogger("xdp_bfd")
+
+# What the predecessor's bfddp connection arrives under on the handoff board.
+DPLANE_PARCEL = "dplane.connection"
+
+
+@dataclass
+class Started:
+    """The fast path as it came up, and what a predecessor handed over (if one did)."""
+
+    host: Host
+    offload: Offload
+    state: dict[str, Any] | None = None
+    predecessor: int | None = None
+    # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on (empty outside one).
+    marks: list[tuple[str, int]] = field(default_factory=list)
+
+    def mark(self, phase: str) -> None:
+        if self.marks:
+            self.marks.append((phase, time.monotonic_ns()))
+
+    def restore(self) -> None:
+        """Recreate the handed-over sessions in the host (same discriminators, slots, ports)."""
+        assert self.state is not None
+        handover.restore(self.host, self.offload, self.state)
+
+
+def start_fast_path(host: Host, notifier: Notifier, args: argparse.Namespace) -> Started:
+    log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
+    pin = plan = None
+    if args.pin is not None:
+        try:
+            handover.check_bpffs(args.pin)
+            src = bpf_dir()
+            consts = abi_constants(src / "bfd_abi.h")
+            pin = PinPaths(args.pin.resolve(), layout_id(src, layout_cflags(consts["BFD_MAX_SESSIONS"])))
+            plan = handover.plan(pin.root, pin.layout, consts)
+            handover.prepare(pin.root, pin.layout, plan)
+        except (handover.HandoverError, KernelError, OSError) as e:
+            raise EngineError(str(e)) from None
+    state = None
+    predecessor = None
+    marks: list[tuple[str, int]] = []
+    try:
+        fp = FastPath(args.deadman_us, pin=pin)
+        host.add_closer(fp.close)
+        if plan is not None and plan.kind in ("takeover", "replace"):
+            # systemd must see its main process change before the old one exits.
+            notifier.main_pid()
+            assert pin is not None
+            inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
+            gone = handover.request(plan.pid, pin.root, consts)
+            host.handoff.leave(DPLANE_PARCEL, fdpass.collect(inbox, plan.pid))
+            log.info("pin: engine %d handed over and %s", plan.pid, gone)
+            predecessor = plan.pid
+            marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
+        if plan is not None and plan.kind in ("takeover", "adopt"):
+            state = handover.load(fp)
+            if state is None:
+                fp.reset_tables()
+            if marks:
+                marks.append(("state read", time.monotonic_ns()))
+        if pin is not None:
+            handover.finish(pin.root, pin.layout)
+        if args.spread_pass:
+            # Before the attach: the program must find its cpumap filled.
+            try:
+                n = fp.enable_spread()
+                log.info("kernel-tx: spread-pass: non-BFD traffic spread over %d CPUs by flow hash", n)
+            except KernelError as e:
+                log.warning("kernel-tx: spread-pass unavailable (%s); non-BFD traffic stays on the RX CPU", e)
+        for ifname in args.kernel_tx:
+            fp.attach(ifname, args.xdp_mode, replace=plan is not None and plan.kind != "fresh")
+        fp.start_sweep()
+        if marks:
+            marks.append(("attached", time.monotonic_ns()))
+        if pin is not None:
+            fp.set_owner(os.getpid(), fp.consts["BFD_OWNER_RUNNING"], 0)
+    except (KernelError, handover.HandoverError) as e:
+        raise EngineError(str(e)) from None
+    offload = Offload(host, fp)
+    host.add_observer(offload)
+    host.reflects_echo = True
+    if pin is not None:
+        host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
+        # A successor is about to ask for a handover.
+        host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
+    return Started(host, offload, state, predecessor, marks)
