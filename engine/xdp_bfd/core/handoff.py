@@ -11,6 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# The names on the board. The dataplane's bfdd bookkeeping, by discriminator:
+# the handover format (version 2) carries it beside each session. And the
+# predecessor's bfddp connection (pin/fdpass.py passes its sockets).
+DPLANE_SESSIONS = "dplane"
+DPLANE_CONNECTION = "dplane.connection"
+
 
 class Handoff:
     def __init__(self) -> None:

@@ -49,10 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.clock import now_us
 from ..core.errors import EngineError
+from ..core.handoff import DPLANE_CONNECTION, DPLANE_SESSIONS
 from ..core.host import Entry, Host, PacketCounts
 from ..pin import fdpass
-from ..pin.handover import DPLANE_SECTION
-from ..pin.startup import DPLANE_PARCEL
 from ..session import SessionConfig
 from ..wire.bfddp import (
     AddSession,
@@ -447,15 +446,15 @@ class Dataplane:
         host.on_state_change(self._on_state_change)
         host.on_remote_change(self._on_remote_change)
         host.add_stats_section("dplane", self.stats)
-        host.handoff.add_section(DPLANE_SECTION, self.handover_doc)
+        host.handoff.add_section(DPLANE_SESSIONS, self.handover_doc)
         host.handoff.add_departure(self.pass_to_successor)
         # What a --pin predecessor handed over: bfdd's bookkeeping by discriminator.
-        self.adopted: dict[int, dict[str, Any]] = host.handoff.take(DPLANE_SECTION) or {}
+        self.adopted: dict[int, dict[str, Any]] = host.handoff.take(DPLANE_SESSIONS) or {}
 
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
-        parcel = self.host.handoff.take(DPLANE_PARCEL)
+        parcel = self.host.handoff.take(DPLANE_CONNECTION)
         if parcel is not None:
             self._resume(parcel, now_us())
         self._adopt(now_us())

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import now_us
+from ..core.handoff import DPLANE_SESSIONS
 from ..core.host import Entry, Host
 from ..fastpath.kernel import abi_constants, bpf_dir
 from ..session import Session, SessionConfig
@@ -80,10 +81,6 @@ _ENTRY_FIELDS = (
     "last_detection_us",
     "last_detection_overshoot_us",
 )
-
-# The per-session part of the state another plugin adds (the dataplane's bfdd
-# bookkeeping, by discriminator): format 2 carries it beside each session.
-DPLANE_SECTION = "dplane"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -311,7 +308,7 @@ def encode(host: Host, offload: Offload) -> bytes:
     sessions where pickle takes about 5. The blob lives in a root-only pinned
     map that only a process holding CAP_BPF could have written.
     """
-    dp = host.handoff.section(DPLANE_SECTION) or {}
+    dp = host.handoff.section(DPLANE_SESSIONS) or {}
     sessions = [_record(entry, dp.get(discr)) for discr, entry in host.sessions.items()]
     state = {
         "format": fingerprint(),
@@ -370,7 +367,7 @@ def warm_up(host: Host, offload: Offload) -> None:
     fp = offload.fp
 
     def encode_slices(_doc: dict[str, Any]) -> Generator[None, None, None]:
-        dp = host.handoff.section(DPLANE_SECTION) or {}
+        dp = host.handoff.section(DPLANE_SESSIONS) or {}
         entries = list(host.sessions.items())
         for i in range(0, len(entries), WARM_UP_SLICE_SESSIONS):
             part = [_record(e, dp.get(d)) for d, e in entries[i : i + WARM_UP_SLICE_SESSIONS]]
@@ -441,7 +438,7 @@ def restore(host: Host, offload: Offload, state: dict[str, Any]) -> list[Entry]:
             bookkeeping[entry.session.local_discr] = dp
         offload.adopted(entry)
         out.append(entry)
-    host.handoff.leave(DPLANE_SECTION, bookkeeping)
+    host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
     now = now_us()
     for entry in out:
         host.service(entry, now)

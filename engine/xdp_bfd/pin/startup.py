@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import EngineError
+from ..core.handoff import DPLANE_CONNECTION
 from ..core.host import Host
 from ..core.notify import Notifier
 from ..fastpath.kernel import (
@@ -31,9 +32,6 @@ from ..fastpath.observer import Offload
 from . import fdpass, handover
 
 log = logging.getLogger("xdp_bfd")
-
-# What the predecessor's bfddp connection arrives under on the handoff board.
-DPLANE_PARCEL = "dplane.connection"
 
 
 @dataclass
@@ -82,7 +80,7 @@ def start_fast_path(host: Host, notifier: Notifier, args: argparse.Namespace) ->
             assert pin is not None
             inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
             gone = handover.request(plan.pid, pin.root, consts)
-            host.handoff.leave(DPLANE_PARCEL, fdpass.collect(inbox, plan.pid))
+            host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
             log.info("pin: engine %d handed over and %s", plan.pid, gone)
             predecessor = plan.pid
             marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
