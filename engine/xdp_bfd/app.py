@@ -6,22 +6,47 @@ engine as a :class:`~.core.host.Host` and know nothing of each other.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import itertools
 import logging
 import resource
 import signal
+from dataclasses import dataclass
+from pathlib import Path
 
 from .core import footprint
 from .core.config import ConfigError, load_sessions
 from .core.engine import Engine
 from .core.errors import EXIT_OK, EngineError
 from .core.sched import reserve as reserve_scheduling
+from .dplane.address import DplaneAddress
 from .session import SessionConfig
+from .session.config import IPAddress
 
 log = logging.getLogger("xdp_bfd")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line asks for (``cli.parse_args``), checked; nothing else configures a run."""
+
+    local: IPAddress | None
+    peer: IPAddress | None
+    sessions: Path | None
+    dplane_mode: str | None  # "listen", "connect" or None
+    dplane_addr: DplaneAddress | None
+    kernel_tx: tuple[str, ...]
+    xdp_mode: str
+    stats_dump: Path
+    metrics: str | None
+    dp_hold: int
+    pin: Path | None
+    deadman_us: int
+    demand_poll_us: int
+    sched_deadline: tuple[int, int] | None
+    spread_pass: bool
+    log_level: str
 
 
 def _raise_nofile() -> None:
@@ -32,7 +57,7 @@ def _raise_nofile() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def initial_sessions(args: argparse.Namespace) -> list[tuple[SessionConfig, str]]:
+def initial_sessions(args: Options) -> list[tuple[SessionConfig, str]]:
     out: list[tuple[SessionConfig, str]] = []
     if args.local is not None:
         out.append((SessionConfig(local=args.local, peer=args.peer), "cli"))
@@ -48,7 +73,7 @@ def _no_handover() -> None:
     log.warning("pin: SIGUSR2 asks for a handover, but there is no --pin directory; ignoring it")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: Options) -> int:
     sessions = initial_sessions(args)  # a bad file fails before anything is bound
     _raise_nofile()
     engine = Engine(

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .app import Options
 from .core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EngineError, UsageError
 from .dplane.address import DplaneAddress, parse_dplane_address
 from .stats.locate import DEFAULT_STATS_PATH
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str]) -> Options:
     args = build_parser().parse_args(argv)
     if (args.local is None) != (args.peer is None):
         raise UsageError("give both LOCAL_IP and PEER_IP, or neither")
@@ -102,7 +103,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.sched_deadline = (int(runtime), int(period))
     if args.local is None and args.sessions is None and args.dplane_mode is None:
         raise UsageError("nothing to do: give LOCAL_IP PEER_IP, --sessions FILE or a dataplane option")
-    return args
+    return Options(
+        local=args.local,
+        peer=args.peer,
+        sessions=args.sessions,
+        dplane_mode=args.dplane_mode,
+        dplane_addr=args.dplane_addr if args.dplane_mode else None,
+        kernel_tx=tuple(args.kernel_tx),
+        xdp_mode=args.xdp_mode,
+        stats_dump=args.stats_dump,
+        metrics=args.metrics,
+        dp_hold=args.dp_hold,
+        pin=args.pin,
+        deadman_us=args.deadman_us,
+        demand_poll_us=args.demand_poll_us,
+        sched_deadline=args.sched_deadline,
+        spread_pass=args.spread_pass,
+        log_level=args.log_level,
+    )
 
 
 def set_process_name(name: bytes = b"xdp-bfd") -> None:

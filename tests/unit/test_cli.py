@@ -57,8 +57,8 @@ def test_positional_session_and_defaults():
     a = parse_args(["198.19.0.1", "198.19.0.2"])
     assert (a.local, a.peer) == (ipaddress.ip_address("198.19.0.1"), ipaddress.ip_address("198.19.0.2"))
     assert (a.dp_hold, a.deadman_us, a.demand_poll_us, a.xdp_mode) == (0, 3_000_000, 1_000_000, "auto")
-    assert a.kernel_tx == []
-    assert parse_args(["--sessions", "f.yml", "--kernel-tx", "eth0,eth1"]).kernel_tx == ["eth0", "eth1"]
+    assert a.kernel_tx == ()
+    assert parse_args(["--sessions", "f.yml", "--kernel-tx", "eth0,eth1"]).kernel_tx == ("eth0", "eth1")
     assert parse_args(["--dplane", "1", "--sched-deadline", "1000/10000"]).sched_deadline == (1000, 10000)
 
 

@@ -1,0 +1,109 @@
+"""The reactor: readiness, timed callbacks in deadline order, session timers, signals run from the loop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from xdp_bfd.core.clock import now_us
+from xdp_bfd.core.reactor import CAUGHT_SIGNALS, Reactor
+
+
+def test_calls_run_in_deadline_order_and_only_when_due() -> None:
+    r = Reactor()
+    ran: list[str] = []
+    r.call_at(300, lambda _now: ran.append("c"))
+    r.call_at(100, lambda _now: ran.append("a"))
+    r.call_at(200, lambda _now: ran.append("b"))
+    r.call_at(200, lambda _now: ran.append("b2"))  # same deadline: in the order asked
+    r.run_timers(199)
+    assert ran == ["a"]
+    assert r.next_due() == 200
+    r.run_timers(1_000)
+    assert ran == ["a", "b", "b2", "c"]
+    assert r.next_due() is None and r.timeout_s(0) is None
+
+
+def test_session_timers_reach_the_owner_with_their_deadline() -> None:
+    r = Reactor()
+    fired: list[tuple[int, int]] = []
+    r.fire_timer = lambda key, deadline, _now: fired.append((key, deadline))
+    r.schedule(7, 50)
+    r.schedule(8, 40)
+    r.run_timers(45)
+    assert fired == [(8, 40)]
+    r.run_timers(60)
+    # The owner decides what is stale (the deadline says which arming this was).
+    assert fired == [(8, 40), (7, 50)]
+
+
+def test_watch_then_change_interest_then_unwatch() -> None:
+    r = Reactor()
+    a, b = socket.socketpair()
+    seen: list[str] = []
+    try:
+        r.watch(a, lambda _now: seen.append("read"))
+        b.send(b"x")
+        for key, _ in r.selector.select(1.0):
+            key.data(now_us())
+        assert seen == ["read"]
+        a.recv(1)
+        # Write interest on the same socket replaces the callback (the dataplane's flush).
+        r.watch(a, lambda _now: seen.append("write"), read=False, write=True)
+        for key, _ in r.selector.select(1.0):
+            key.data(now_us())
+        assert seen == ["read", "write"]
+        r.unwatch(a)
+        r.unwatch(a)  # twice is harmless
+        with pytest.raises(KeyError):
+            r.selector.get_key(a)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_signal_runs_its_handler_from_the_loop_not_the_handler() -> None:
+    r = Reactor()
+    got: list[str] = []
+    previous = {s: signal.getsignal(s) for s in CAUGHT_SIGNALS}
+    old_fd = signal.set_wakeup_fd(-1)
+    try:
+        r.install_signals()
+        r.on_signal(signal.SIGUSR1, lambda: got.append("usr1"))
+        r.on_signal(signal.SIGHUP, lambda: (got.append("hup"), setattr(r, "stop_requested", True)))
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert got == []  # recorded only
+        os.kill(os.getpid(), signal.SIGHUP)
+        r.call_at(now_us() + 5_000_000, lambda _now: got.append("deadline"))  # the loop's bound
+        t0 = time.monotonic()
+        r.loop()
+        assert got == ["usr1", "hup"]
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def test_background_steps_are_paced_and_the_next_job_follows() -> None:
+    r = Reactor()
+    steps: list[int] = []
+    jobs = [iter([None, None]), iter([None])]
+
+    def job():
+        yield from jobs.pop(0)
+        steps.append(len(jobs))
+
+    queued = [job, job]
+    r.next_background = lambda: queued.pop(0)() if queued else None
+    r.start_background()
+    for _ in range(10):  # bounded: two jobs of three and two steps
+        if r.background is None:
+            break
+        r.step_background()
+    assert steps == [1, 0]
+    assert r.background is None
