@@ -9,9 +9,10 @@ kernel (``kernel_tx_active``) before any case runs. A fourth, engine-only sessio
 with authentication stays Down (FRR 8.4 has no BFD authentication): it is the
 target of the "A bit clear with auth configured" rule.
 
-Frames built by ``harness.inject`` leave veth-p through an AF_PACKET socket, so
-they enter veth-d's XDP hook exactly as FRR's own do. A reject case sends ``N``
-copies (with the peer's MAC) and asserts:
+Frames built by ``harness.inject`` (edited at byte level by ``harness.frames``)
+leave veth-p through an AF_PACKET socket, so they enter veth-d's XDP hook
+exactly as FRR's own do. A reject case sends ``N`` copies (with the peer's
+MAC) and asserts:
 
 - the kernel drop counter named after the rule moved by exactly ``N`` and no
   other drop counter moved (the whole ``counters.drop`` map is compared; it
@@ -36,7 +37,7 @@ injected frame, and only those, is caught by a capture on ``ether dst
 MARKER_MAC`` in p (FRR's stack discards them as "other host", so they never
 disturb it). The "bad input" test sends a seeded mix of random, mutated,
 truncated and oversized frames and checks every verdict against an
-independent model of the rules (``kernel_verdict``): the exact per-reason
+independent model of the rules (``harness.xdp_oracle``): the exact per-reason
 drop counts, and, through captures keyed on the frames' own source MAC, that
 XDP passed up exactly the frames that are not BFD and answered none.
 
@@ -64,10 +65,12 @@ from scapy.packet import Raw
 
 from harness.capture import Capture, WirePacket
 from harness.engine import EngineProcess
+from harness.frames import echo_payload, ip_checksum, ip_nops, mutate_control, with_ipv4_frag, with_udp_len
 from harness.frr import Frr, bfd_peer_block
 from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
 from harness.wait import wait_until
+from harness.xdp_oracle import KernelTable, kernel_verdict
 
 INTERVAL_MS = 10
 MULT = 3
@@ -350,42 +353,6 @@ def frame(
     )
 
 
-def _l3(frame_: bytes) -> int:
-    return 18 if frame_[12:14] == b"\x81\x00" else 14
-
-
-def _ip_csum(header: bytes) -> int:
-    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
-def with_ipv4_frag(frame_: bytes, frag_off: int) -> bytes:
-    """The IPv4 frame with its flags/fragment-offset field set and the header checksum redone."""
-    off = _l3(frame_)
-    ihl = (frame_[off] & 0x0F) * 4
-    hdr = bytearray(frame_[off : off + ihl])
-    struct.pack_into("!H", hdr, 6, frag_off)
-    struct.pack_into("!H", hdr, 10, 0)
-    struct.pack_into("!H", hdr, 10, _ip_csum(bytes(hdr)))
-    return frame_[:off] + bytes(hdr) + frame_[off + ihl :]
-
-
-def with_udp_len(frame_: bytes, udp_len: int) -> bytes:
-    """The frame with a UDP Length field that lies (IP lengths untouched; checksum zeroed)."""
-    off = _l3(frame_)
-    l4 = off + ((frame_[off] & 0x0F) * 4 if frame_[off] >> 4 == 4 else 40)
-    out = bytearray(frame_)
-    struct.pack_into("!HH", out, l4 + 4, udp_len, 0)
-    return bytes(out)
-
-
-def echo_payload(tag: int) -> bytes:
-    """An echo payload in FRR's layout (version 1, length 16, discriminator, sequence); opaque to XDP."""
-    return struct.pack("!BBHIQ", 1 << 5, 16, 0, 0xEC40_0000 | tag, tag)
-
-
 # --- observing ------------------------------------------------------------------
 
 
@@ -632,10 +599,6 @@ class Case:
     build: Callable[[Live, Ctx], bytes]
 
 
-def _nops(n: int) -> bytes:
-    return b"\x01" * n
-
-
 def _family_cases(fam: str) -> list[Case]:
     other = "v6" if fam == "v4" else "v4"
 
@@ -738,7 +701,7 @@ CASES = [
             f"v4_ip_options_to_{port}",
             "ip_options",
             "v4",
-            lambda lv, c, port=port: frame(lv, "v4", genuine(lv, "v4"), dport=port, ip_options=_nops(4)),
+            lambda lv, c, port=port: frame(lv, "v4", genuine(lv, "v4"), dport=port, ip_options=ip_nops(4)),
         )
         for port in (3784, 4784, 3785)
     ),
@@ -840,157 +803,28 @@ def test_ip_options_frame_is_what_it_claims():
         sport=SPORT,
         dport=3784,
         payload=bytes(24),
-        ip_options=_nops(4),
+        ip_options=ip_nops(4),
     )
-    assert f[14] == 0x46 and f[14 + 20 : 14 + 24] == _nops(4)
-    assert _ip_csum(f[14:38]) == 0
+    assert f[14] == 0x46 and f[14 + 20 : 14 + 24] == ip_nops(4)
+    assert ip_checksum(f[14:38]) == 0
     assert struct.unpack_from("!H", f, 16)[0] == 24 + 8 + 24
     frag = with_ipv4_frag(f, 0x2000)
-    assert frag[20] == 0x20 and _ip_csum(frag[14:38]) == 0
+    assert frag[20] == 0x20 and ip_checksum(frag[14:38]) == 0
 
 
 # --- bad input ------------------------------------------------------------------
 
 
-@dataclass
-class KernelTable:
-    """What the fast path's maps hold, as this test knows it (not read from the maps)."""
-
-    ifindex: int
-    # discr -> (peer16, multihop, ifindex, min_ttl, auth)
-    by_discr: dict[int, tuple[bytes, bool, int, int, bool]]
-    by_key: dict[tuple[bytes, bytes, int, bool], int]  # (local16, peer16, ifindex, multihop) -> discr
-    echo: set[tuple[bytes, int]]  # (peer16, ifindex)
-
-
-def mapped16(addr: str) -> bytes:
-    a = ipaddress.ip_address(addr)
-    return a.packed if a.version == 6 else bytes(10) + b"\xff\xff" + a.packed
-
-
 def kernel_table(live: Live) -> KernelTable:
-    t = KernelTable(live.ifindex, {}, {}, set())
+    """What the fixture configured, as the oracle's table."""
+    t = KernelTable(live.ifindex)
     entries = [(live.baseline[n]["local_discr"], s, False) for n, s in live.sess.items()]
     entries.append((live.auth_baseline["local_discr"], Sess("au", str(live.a.ip4), AUTH_PEER, False), True))
     for discr, s, auth in entries:
-        ifx = 0 if s.multihop else live.ifindex
-        t.by_discr[discr] = (mapped16(s.peer), s.multihop, ifx, MIN_TTL if s.multihop else 255, auth)
-        t.by_key[(mapped16(s.local), mapped16(s.peer), ifx, s.multihop)] = discr
-        t.echo.add((mapped16(s.peer), ifx))
-    return t
-
-
-def kernel_verdict(f: bytes, t: KernelTable) -> str | None:
-    """Where DESIGN's rules (in the fast path's order) charge frame ``f``: a drop reason,
-    ``echo_tx`` or ``accepted``; None for a frame that is no parsable BFD frame (passed
-    untouched and counted nowhere)."""
-    if len(f) < 14:
-        return None
-    proto, off = f[12:14], 14
-    if proto == b"\x81\x00":
-        if len(f) < 18:
-            return None
-        proto, off = f[16:18], 18
-    if proto == b"\x08\x00":
-        if len(f) < off + 20 or f[off + 9] != 17:
-            return None
-        ihl = (f[off] & 0x0F) * 4
-        frag = struct.unpack_from("!H", f, off + 6)[0]
-        if ihl < 20 or frag & 0x1FFF or len(f) < off + ihl + 8:
-            return None
-        dport = struct.unpack_from("!H", f, off + ihl + 2)[0]
-        if dport not in (3784, 4784, 3785):
-            return None
-        if ihl != 20:
-            return "ip_options"
-        if frag & 0x2000:
-            return "fragment"
-        ttl = f[off + 8]
-        src, dst = (
-            bytes(10) + b"\xff\xff" + f[off + 12 : off + 16],
-            bytes(10) + b"\xff\xff" + f[off + 16 : off + 20],
+        t.add_session(
+            discr, s.local, s.peer, multihop=s.multihop, min_ttl=MIN_TTL if s.multihop else 255, auth=auth
         )
-        l4 = off + 20
-    elif proto == b"\x86\xdd":
-        if len(f) < off + 48 or f[off + 6] != 17:
-            return None
-        l4 = off + 40
-        dport = struct.unpack_from("!H", f, l4 + 2)[0]
-        if dport not in (3784, 4784, 3785):
-            return None
-        ttl, src, dst = f[off + 7], f[off + 8 : off + 24], f[off + 24 : off + 40]
-    else:
-        return None
-    multihop = dport == 4784
-    if dport == 3785:
-        return "echo_tx" if (src, t.ifindex) in t.echo or (src, 0) in t.echo else "echo_unknown"
-    if dport == 3784 and ttl != 255:
-        return "ttl"
-    ulen = struct.unpack_from("!H", f, l4 + 4)[0]
-    bfd = l4 + 8
-    if ulen < 8 or bfd + ulen - 8 > len(f):
-        return "short"
-    pl = ulen - 8
-    if pl < 1:
-        return "short"
-    if f[bfd] >> 5 != 1:
-        return "version"
-    if pl < 24:
-        return "short"
-    flags, mult, length = f[bfd + 1], f[bfd + 2], f[bfd + 3]
-    if length < (26 if flags & 0x04 else 24) or length > pl:
-        return "length"
-    if mult == 0:
-        return "detect_mult"
-    if flags & 0x01:
-        return "multipoint"
-    my, your = struct.unpack_from("!II", f, bfd + 4)
-    if my == 0:
-        return "my_discr"
-    if your:
-        if your not in t.by_discr:
-            return "your_discr"
-        discr = your
-    else:
-        if flags >> 6 >= 2:
-            return "your_discr_zero"
-        discr = t.by_key.get((dst, src, t.ifindex, multihop)) or t.by_key.get((dst, src, 0, multihop))
-        if discr is None:
-            return "no_session"
-    peer, mh, ifx, min_ttl, auth = t.by_discr[discr]
-    if peer != src or mh != multihop or (ifx and ifx != t.ifindex):
-        return "path"
-    if multihop and ttl < min_ttl:
-        return "min_ttl"
-    if flags & 0x04 and not auth:
-        return "auth_unexpected"
-    if not flags & 0x04 and auth:
-        return "auth_missing"
-    return "accepted"
-
-
-def _mutate(payload: bytearray, rng: random.Random, unknown: int) -> None:
-    """One change to a genuine control packet, aimed at one field or another."""
-    op = rng.randrange(10)
-    if op == 0:
-        payload[rng.randrange(4)] ^= 1 << rng.randrange(8)  # version/diag, flags, mult, length
-    elif op == 1:
-        payload[4:8] = bytes(4)  # my discr
-    elif op == 2:
-        payload[8:12] = bytes(4)  # your discr (and the state decides)
-        payload[1] = (payload[1] & 0x3F) | rng.randrange(4) << 6
-    elif op == 3:
-        payload[8:12] = rng.choice((unknown, rng.getrandbits(32))).to_bytes(4, "big")
-    elif op == 4:
-        payload[2] = 0  # detect mult
-    elif op == 5:
-        payload[1] |= rng.choice((0x01, 0x04, 0x05))  # M, A
-    elif op == 6:
-        payload[3] = rng.choice((0, 1, 23, 25, 26, 255))  # length field
-    elif op == 7:
-        payload[0] = rng.randrange(8) << 5 | payload[0] & 0x1F  # version
-    else:
-        payload[rng.randrange(len(payload))] = rng.randrange(256)
+    return t
 
 
 def bad_input(live: Live, rng: random.Random) -> list[bytes]:
@@ -1008,14 +842,14 @@ def bad_input(live: Live, rng: random.Random) -> list[bytes]:
             # A genuine steady packet with a change or two: reaches the deeper checks.
             buf = bytearray(live.steady[rng.choice(SESSIONS)].payload)
             for _ in range(rng.randrange(1, 3)):
-                _mutate(buf, rng, unknown)
+                mutate_control(buf, rng, unknown)
             payload = bytes(buf[: rng.choice((24, 24, 24, 24, 20, 1, 26, 40))])
         port = rng.choice((s.dport, s.dport, s.dport, 3784 + 4784 - s.dport, 3785))
         # Echo only from the stranger: an echo reflected to the peer's address would go to FRR.
         src = s.stranger if port == 3785 or rng.random() < 0.15 else s.peer
         ttl = rng.choice((255, 255, 255, 255, 254, MIN_TTL - 1, 200, 1))
         vlan = 7 if rng.random() < 0.1 else None
-        opts = _nops(4 * rng.randrange(1, 4)) if not s.v6 and rng.random() < 0.05 else b""
+        opts = ip_nops(4 * rng.randrange(1, 4)) if not s.v6 and rng.random() < 0.05 else b""
         f = frame(
             live, name, payload, src=src, dport=port, ttl=ttl, vlan=vlan, ip_options=opts, src_mac=FUZZ_MAC
         )
