@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from xdp_bfd import cli
-from xdp_bfd.stats import locate
 from xdp_bfd.cli import main, parse_args
 from xdp_bfd.core.errors import EXIT_USAGE
+from xdp_bfd.stats import locate
 
 DOC = {
     "version": 1, "generated_at": 1764470000.5, "pid": 4242, "engine_version": "0.1.0", "kernel_tx": False,

@@ -50,7 +50,11 @@ def test_the_tree_keeps_every_contract() -> None:
         # The core importing the wiring: the cycle cli <-> engine that the layers removed.
         ("core/engine.py", "from .. import app  # noqa", "xdp_bfd.core.engine -> xdp_bfd.app"),
         # A plugin reaching for the Engine class instead of the Host protocol.
-        ("dplane/address.py", "from ..core import engine  # noqa", "xdp_bfd.dplane.address -> xdp_bfd.core.engine"),
+        (
+            "dplane/address.py",
+            "from ..core import engine  # noqa",
+            "xdp_bfd.dplane.address -> xdp_bfd.core.engine",
+        ),
         # Two plugins of one layer knowing each other.
         ("stats/show.py", "from .. import dplane  # noqa", "xdp_bfd.stats.show -> xdp_bfd.dplane"),
     ],

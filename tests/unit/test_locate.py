@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from xdp_bfd.stats import locate
 from xdp_bfd.cli import build_parser
+from xdp_bfd.stats import locate
 from xdp_bfd.stats.locate import DEFAULT_STATS_PATH
 
 REPO = Path(__file__).resolve().parents[2]
