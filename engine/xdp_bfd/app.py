@@ -135,8 +135,9 @@ def run(args: Options) -> int:
         # Everything made so far (bcc's tables, the compiled program's
         # metadata, the sessions) lives as long as the engine: out of the
         # collector's sight, a full collection scans only what came since.
-        # Without it one took 10-60 ms of loop time under the reservation,
-        # enough for a userspace-sent session to miss its detection time.
+        # Without it one collection took tens of milliseconds of loop time
+        # under the reservation (docs/benchmarks.md), enough for a
+        # userspace-sent session to miss its detection time.
         gc.collect()
         gc.freeze()
         footprint.trim_heap()

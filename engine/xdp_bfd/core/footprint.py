@@ -24,9 +24,9 @@ _VMA = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ (\d+)(?:\s+(\S.*?))
 def trim_heap() -> None:
     """Give the compiler's freed heap back to the kernel (glibc only).
 
-    bcc's compile leaves ~60 MB of freed heap mapped: trimmed, the engine's
-    anonymous memory fell from 85 to 27 MB, and the process exits 1.5 ms sooner
-    (7.7 -> 6.2 ms median here).
+    bcc's compile leaves tens of megabytes of freed heap mapped; trimmed, the
+    engine is a third of the size and exits sooner (docs/benchmarks.md), and
+    its exit is what a --pin successor waits on.
     """
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -69,10 +69,9 @@ def compiler_ranges(smaps: str) -> list[tuple[int, int, int]]:
 def shed_compiler_pages() -> int:
     """Unmap LLVM's and clang's resident file pages; returns the kB dropped.
 
-    About 80 MB resident after the compile; unmapping them at exit was about
-    a third of the exit time (10.8 -> 6.7 ms for a process that imported bcc
-    and compiled one program, here), and exit time is what a successor waits
-    on once the old engine has written its state.
+    They stay resident after the compile, and unmapping them at exit was a
+    large share of the exit time (docs/benchmarks.md), which is what a
+    successor waits on once the old engine has written its state.
     """
     try:
         with open("/proc/self/smaps") as f:

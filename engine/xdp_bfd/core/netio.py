@@ -62,8 +62,8 @@ class Receiver:
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             # Bring-up of thousands of sessions arrives in bursts; the default
-            # buffer overflowed at 1024 sessions (UDP RcvbufErrors), and a lost
-            # packet there is a lost handshake.
+            # buffer overflowed (UDP RcvbufErrors, docs/benchmarks.md), and a
+            # lost packet there is a lost handshake.
             try:
                 s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
             except OSError:

@@ -11,12 +11,12 @@ The reservation also asks for bandwidth reclaiming (SCHED_FLAG_RECLAIM,
 GRUB): without it the kernel throttles a deadline task that used its runtime
 until the next period even on an idle CPU, so any burst of Python longer than
 the runtime (a stats dump, a reload) is stretched over several periods; the
-first measured case was a stats dump that held the loop for 19 ms, long
-enough for sessions whose packets userspace sends to expire at the peer
-(test_engine_sched_stress.py). With reclaiming the task may also run on the
+first case found was a stats dump that held the loop long enough for
+sessions whose packets userspace sends to expire at the peer
+(test_engine_sched_stress.py, docs/benchmarks.md). With reclaiming the task may also run on the
 deadline bandwidth nobody reserved (up to kernel.sched_rt_runtime_us), still
 ahead of every SCHED_FIFO task; the loop does not rely on it for more than
-slack (bursts are also cut into slices, Engine.stats_steps). Kernels without
+slack (bursts are also cut into slices, core/document.py). Kernels without
 it (before 4.13) get the plain reservation and a warning.
 """
 

@@ -4,8 +4,9 @@ No thread: a scrape is accepted and answered between two turns of the loop,
 from the same stats document SIGUSR1 writes, so metrics and stats JSON cannot
 disagree and nothing reads engine state concurrently with the loop. The
 document is built step by step like the SIGUSR1 dump (one step per period
-under a deadline reservation): at 1024 sessions it is about 50 ms of Python,
-which in one piece would hold the loop past its transmissions. The scraper
+under a deadline reservation): at a thousand sessions it is tens of
+milliseconds of Python, which in one piece would hold the loop past its
+transmissions. The scraper
 waits those few periods for its answer.
 """
 
