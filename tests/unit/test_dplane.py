@@ -1,39 +1,31 @@
 """bfddp data plane logic: message → session mapping, lid ↔ discriminator bookkeeping, --dp-hold.
 
-The engine is replaced by a recording fake with the same hooks (sessions,
-add/update/remove, call_at, a real selector), so every sequence bfdd can
-produce is played here without root, sockets to FRR or timers; the last tests
-use real loopback sockets for the framing and buffering paths.
+The engine is replaced by the fake Host of harness/fakehost.py (real
+sessions in a dict table, a call heap the test advances, a real selector),
+so every sequence bfdd can produce is played here without root, sockets to
+FRR or timers; the last tests use real loopback sockets for the framing and
+buffering paths.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import ipaddress
 import itertools
 import logging
-import selectors
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from xdp_bfd.dplane import dataplane as dplane
+from harness.fakehost import FakeHost
+from xdp_bfd.core.host import Entry, PacketCounts
+from xdp_bfd.dplane import Dataplane, connection, dispatch
 from xdp_bfd.dplane.address import DplaneAddress
-from xdp_bfd.dplane.dataplane import (
-    Dataplane,
-    DpSession,
-    Registry,
-    counters_reply,
-    echo_tx_interval_us,
-    same_path,
-    session_config,
-)
-from xdp_bfd.core.host import PacketCounts
-from xdp_bfd.session import RemoteParamsChanged, SessionConfig, StateChanged
+from xdp_bfd.dplane.mapping import counters_reply, echo_tx_interval_us, same_path, session_config
+from xdp_bfd.dplane.registry import DpSession, Registry
+from xdp_bfd.session import SessionConfig
 from xdp_bfd.wire.bfddp import (
     AddSession,
     CountersReply,
@@ -167,119 +159,26 @@ def test_registry_holds_adopts_under_a_new_lid_and_expires():
 # --- the protocol against a fake engine ------------------------------------------------------
 
 
-@dataclass
-class FakeSession:
-    config: SessionConfig
-    local_discr: int
-    state: State = State.DOWN
-    remote_discr: int = 0
-    remote_demand: bool = False
-    remote_desired_tx_us: int = 0
-    remote_min_rx_us: int = 1
-    remote_min_echo_rx_us: int = 0
-    remote_diag: Diag = Diag.NONE
-    remote_detect_mult: int = 0
-    rx_packets: int = 0
+class KernelTx:
+    """What the fast path's maps add to a session's counts (a SessionObserver, as the fast path is)."""
 
+    def __init__(self, *, packets: int, bytes_: int) -> None:
+        self.packets, self.bytes = packets, bytes_
 
-@dataclass
-class FakeEntry:
-    session: FakeSession
-    origin: str
-    rx_bytes: int = 0
-    user_tx_packets: int = 0
-    user_tx_bytes: int = 0
-    kernel_tx_packets: int = 0  # what the fast path's maps would add
-    kernel_tx_bytes: int = 0
+    def added(self, entry: Entry) -> None: ...
 
+    def removed(self, entry: Entry) -> None: ...
 
-@dataclass
-class FakeEngine:
-    """The hooks Dataplane uses, recording what it asks for."""
+    def serviced(self, entry: Entry) -> None: ...
 
-    sessions: dict[int, FakeEntry] = field(default_factory=dict)
-    by_key: dict[Any, int] = field(default_factory=dict)
-    state_listeners: list = field(default_factory=list)
-    remote_listeners: list = field(default_factory=list)
-    stats_sections: dict = field(default_factory=dict)
-    handover_sections: dict = field(default_factory=dict)
-    adopted_dplane: dict = field(default_factory=dict)
-    departures: list = field(default_factory=list)
-    inherited_dplane: Any = None
-    calls: list = field(default_factory=list)
-    removed: list[tuple[int, bool]] = field(default_factory=list)
-    updates: list[tuple[int, SessionConfig]] = field(default_factory=list)
-    selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
-    next_discr: int = 500_000
-    reflects_echo: bool = False
-    _seq: int = 0
-
-    def packet_counts(self, e: FakeEntry) -> PacketCounts:
+    def counts(self, entry: Entry, counts: PacketCounts) -> PacketCounts:
         return PacketCounts(
-            e.session.rx_packets,
-            e.rx_bytes,
-            e.user_tx_packets + e.kernel_tx_packets,
-            e.user_tx_bytes + e.kernel_tx_bytes,
+            counts.rx_packets, counts.rx_bytes, counts.tx_packets + self.packets, counts.tx_bytes + self.bytes
         )
 
-    def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> FakeEntry:
-        d = discr if discr is not None else self.allocate_discr()
-        e = FakeEntry(FakeSession(config, d, State.ADMIN_DOWN if config.shutdown else State.DOWN), origin)
-        self.sessions[d] = e
-        self.by_key[config.key()] = d
-        return e
+    def session_stats(self, entry: Entry, out: dict[str, Any], now_ns: int) -> None: ...
 
-    def update_session(self, discr: int, config: SessionConfig) -> None:
-        e = self.sessions[discr]
-        if e.session.config != config:
-            self.updates.append((discr, config))
-            e.session.config = config
-
-    def remove_session(self, discr: int, *, admin_down: bool = True) -> None:
-        e = self.sessions.pop(discr, None)
-        if e is not None:
-            self.by_key.pop(e.session.config.key(), None)
-            self.removed.append((discr, admin_down))
-
-    def allocate_discr(self) -> int:
-        self.next_discr += 1
-        return self.next_discr
-
-    def call_at(self, deadline: int, fn) -> None:
-        self._seq += 1
-        heapq.heappush(self.calls, (deadline, self._seq, fn))
-
-    def run_calls(self, now: int) -> None:
-        while self.calls and self.calls[0][0] <= now:
-            heapq.heappop(self.calls)[2](now)
-
-    def add_reader(self, sock, cb) -> None:
-        self.selector.register(sock, selectors.EVENT_READ, cb)
-
-    def remove_reader(self, sock) -> None:
-        with contextlib.suppress(KeyError, ValueError):
-            self.selector.unregister(sock)
-
-    def change(self, discr: int, new: State, **remote: Any) -> None:
-        """Move a session as the engine would and tell the listeners."""
-        e = self.sessions[discr]
-        old = e.session.state
-        e.session.state = new
-        for k, v in remote.items():
-            setattr(e.session, k, v)
-        for fn in self.state_listeners:
-            fn(e, StateChanged(old, new, Diag.NONE, 0))
-
-    def retime(self, discr: int, now: int, **remote: int) -> None:
-        """The peer's packet at ``now`` changed its timers (as the session would say)."""
-        s = self.sessions[discr].session
-        for k, v in remote.items():
-            setattr(s, k, v)
-        ev = RemoteParamsChanged(
-            s.remote_desired_tx_us, s.remote_min_rx_us, s.remote_min_echo_rx_us, s.remote_detect_mult, now
-        )
-        for fn in self.remote_listeners:
-            fn(self.sessions[discr], ev)
+    def document(self, doc: dict[str, Any]) -> None: ...
 
 
 class FakeConn:
@@ -303,16 +202,16 @@ class FakeConn:
         return out
 
 
-def dataplane(hold_s: int = 0) -> tuple[Dataplane, FakeEngine]:
-    eng = FakeEngine()
+def dataplane(hold_s: int = 0) -> tuple[Dataplane, FakeHost]:
+    eng = FakeHost()
     dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 50700), mode="listen", hold_s=hold_s)  # type: ignore[arg-type]
     return dp, eng
 
 
 def connect(dp: Dataplane) -> FakeConn:
     conn = FakeConn()
-    dp.conn = conn  # type: ignore[assignment]
-    conn.barrier = dp._echo(conn)  # type: ignore[arg-type]
+    dp.transport.conn = conn  # type: ignore[assignment]
+    conn.barrier = dp.transport.echo(conn)  # type: ignore[arg-type]
     return conn
 
 
@@ -377,9 +276,11 @@ def test_counters_come_from_the_entry_echoes_first_and_unknown_ids_get_zeros():
     conn = connect(dp)
     conn.take()
     feed(dp, conn, add(1001))
+    for _ in range(100):  # the peer's packets, 24 bytes each (2400 bytes in)
+        eng.retime(1001, 0)
     e = eng.sessions[1001]
-    e.rx_bytes, e.session.rx_packets, e.user_tx_bytes, e.user_tx_packets = 2400, 100, 480, 20
-    e.kernel_tx_packets, e.kernel_tx_bytes = 80, 1920
+    e.user_tx_bytes, e.user_tx_packets = 480, 20
+    eng.add_observer(KernelTx(packets=80, bytes_=1920))
     feed(dp, conn, CountersRequest(9, 1001))
     sent = conn.take()
     # Two ECHO_REQUESTs in front: they make bfdd reclaim its input buffer.
@@ -419,7 +320,7 @@ def test_without_hold_a_disconnect_removes_every_dplane_session():
     dp, eng = dataplane(hold_s=0)
     conn = connect(dp)
     feed(dp, conn, add(1001), add(1002, dst=V4("198.19.1.3")))
-    dp._disconnected(conn, 1_000)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 1_000)  # type: ignore[arg-type]
     assert eng.sessions == {} and sorted(eng.removed) == [(1001, True), (1002, True)]
     # bfdd re-adds them: fresh sessions again.
     conn = connect(dp)
@@ -432,7 +333,7 @@ def test_hold_adopts_under_a_new_id_keeping_the_discriminator_and_reports_up_onc
     conn = connect(dp)
     feed(dp, conn, add(1001))
     eng.change(1001, State.UP, remote_discr=0xABC)
-    dp._disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 1_000_000)  # type: ignore[arg-type]
     assert 1001 in eng.sessions and eng.removed == []
     assert dp.stats()["held"] == 1 and dp.stats()["connected"] is False
     # Held sessions keep running; their changes wait for bfdd.
@@ -459,7 +360,7 @@ def test_the_barrier_tears_down_held_sessions_bfdd_did_not_re_add():
     dp, eng = dataplane(hold_s=5)
     conn = connect(dp)
     feed(dp, conn, add(1001), add(1002, dst=V4("198.19.1.3")))
-    dp._disconnected(conn, 0)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 0)  # type: ignore[arg-type]
     conn = connect(dp)
     feed(dp, conn, add(3001))  # only the first path comes back
     feed(dp, conn, EchoReply(conn.barrier - 1, 0))  # type: ignore[operator]
@@ -472,9 +373,9 @@ def test_a_later_reply_stands_in_for_a_lost_barrier_reply():
     dp, eng = dataplane(hold_s=5)
     conn = connect(dp)
     feed(dp, conn, add(1001))
-    dp._disconnected(conn, 0)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 0)  # type: ignore[arg-type]
     conn = connect(dp)
-    later = dp._echo(conn)  # type: ignore[arg-type]
+    later = dp.transport.echo(conn)  # type: ignore[arg-type]
     feed(dp, conn, EchoReply(later + 1_000_000, 0))  # never sent: proves nothing
     assert eng.removed == []
     feed(dp, conn, EchoReply(later, 0))
@@ -485,10 +386,10 @@ def test_the_hold_deadline_tears_down_what_nobody_re_added():
     dp, eng = dataplane(hold_s=5)
     conn = connect(dp)
     feed(dp, conn, add(1001))
-    dp._disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 1_000_000)  # type: ignore[arg-type]
     # A client that connects but never answers the barrier does not extend the hold.
     conn2 = connect(dp)
-    dp._disconnected(conn2, 3_000_000)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn2, 3_000_000)  # type: ignore[arg-type]
     eng.run_calls(5_999_999)
     assert eng.removed == []
     eng.run_calls(6_000_000)
@@ -520,13 +421,13 @@ def test_shutdown_registration_is_reported_as_admin_down():
 
 # --- the peer's timers reach bfdd's CLI -------------------------------------------------------
 
-SETTLE, GAP = dplane.TIMERS_SETTLE_US, dplane.TIMERS_REPORT_GAP_US
+SETTLE, GAP = dispatch.TIMERS_SETTLE_US, dispatch.TIMERS_REPORT_GAP_US
 # A peer that came Up on its 1 s slow start, as the first Up report told bfdd.
 SLOW = {"remote_discr": 0xABC, "remote_desired_tx_us": 1_000_000, "remote_min_rx_us": 1_000_000}
 FAST = {"remote_desired_tx_us": 10_000, "remote_min_rx_us": 10_000}
 
 
-def up_session(lid: int = 1001) -> tuple[Dataplane, FakeEngine, FakeConn]:
+def up_session(lid: int = 1001) -> tuple[Dataplane, FakeHost, FakeConn]:
     dp, eng = dataplane()
     conn = connect(dp)
     feed(dp, conn, add(lid))
@@ -619,7 +520,7 @@ def test_sessions_bfdd_does_not_run_or_cannot_hear_about_are_left_alone():
     assert conn.take() == []
     # Gone before the report was due: the stale call sends nothing on the next connection.
     eng.retime(1001, 70_000_000, **FAST)
-    dp._disconnected(conn, 70_000_001)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 70_000_001)  # type: ignore[arg-type]
     conn = connect(dp)
     conn.take()
     feed(dp, conn, add(2002))
@@ -632,7 +533,7 @@ def test_a_held_session_re_added_tells_bfdd_the_values_in_force():
     conn = connect(dp)
     feed(dp, conn, add(1001))
     eng.change(1001, State.UP, remote_detect_mult=3, **SLOW)
-    dp._disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 1_000_000)  # type: ignore[arg-type]
     eng.retime(1001, 1_500_000, **FAST)  # nobody to tell
     conn = connect(dp)
     conn.take()
@@ -646,22 +547,10 @@ def test_a_held_session_re_added_tells_bfdd_the_values_in_force():
 # --- real sockets: framing, refusal, buffering -------------------------------------------------
 
 
-def spin(eng: FakeEngine, seconds: float, until=lambda: False) -> bool:
-    """Run the fake loop (selector + timed calls) until ``until()`` or ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
-    while not until():
-        if time.monotonic() >= deadline:
-            return False
-        eng.run_calls(time.monotonic_ns() // 1000)
-        for key, _ in eng.selector.select(0.01):
-            key.data(time.monotonic_ns() // 1000)
-    return True
-
-
 class Client:
     """A stand-in bfdd on a real TCP connection, reading while the fake loop runs."""
 
-    def __init__(self, eng: FakeEngine, port: int) -> None:
+    def __init__(self, eng: FakeHost, port: int) -> None:
         self.eng = eng
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setblocking(False)
@@ -689,7 +578,7 @@ class Client:
             self._poll()
             return bool(pred())
 
-        return spin(self.eng, seconds, check)
+        return self.eng.spin(seconds, check)
 
     def close(self) -> None:
         self.sock.close()
@@ -697,10 +586,10 @@ class Client:
 
 @pytest.fixture
 def listening():
-    eng = FakeEngine()
+    eng = FakeHost()
     dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=30)  # type: ignore[arg-type]
     dp.start()
-    port = dp.listener.getsockname()[1]  # type: ignore[union-attr]
+    port = dp.transport.listener.getsockname()[1]  # type: ignore[union-attr]
     clients: list[Client] = []
 
     def client() -> Client:
@@ -752,9 +641,9 @@ def test_one_bfdd_at_a_time_but_a_closed_one_is_replaced_at_once(listening):
 
 def test_a_bfdd_that_stops_reading_is_dropped_not_waited_for(listening, monkeypatch, caplog):
     dp, eng, client = listening
-    monkeypatch.setattr(dplane, "OUTPUT_LIMIT", 64 * 1024)
+    monkeypatch.setattr(connection, "OUTPUT_LIMIT", 64 * 1024)
     c = client()
-    assert spin(eng, 1, lambda: dp.conn is not None)
+    assert eng.spin(1, lambda: dp.transport.conn is not None)
     # Counters requests without ever reading a reply: the loop must keep
     # running while our output piles up (past the kernel's own buffers, a
     # few MB on loopback), until the bound cuts the connection off.
@@ -765,9 +654,11 @@ def test_a_bfdd_that_stops_reading_is_dropped_not_waited_for(listening, monkeypa
         nonlocal sent
         with contextlib.suppress(BlockingIOError, ConnectionError):
             sent += c.sock.send(chunk)
-        return dp.conn is None or sent > 50_000_000
+        return dp.transport.conn is None or sent > 50_000_000
 
-    assert spin(eng, 20, push) and dp.conn is None, f"output grew without bound ({sent} bytes of requests)"
+    assert eng.spin(20, push) and dp.transport.conn is None, (
+        f"output grew without bound ({sent} bytes of requests)"
+    )
     assert any("output buffer over 65536 bytes" in r.getMessage() for r in caplog.records)
 
 
@@ -790,27 +681,27 @@ def test_connect_mode_backs_off_connects_and_comes_straight_back(caplog):
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     port = holder.getsockname()[1]
-    eng = FakeEngine()
+    eng = FakeHost()
     dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", port), mode="connect", hold_s=0)  # type: ignore[arg-type]
     try:
         dp.start()
-        spin(eng, 0.8)
+        eng.spin(0.8)
         delays = sorted(d for d, _, _ in eng.calls)
-        assert dp.conn is None and len(delays) == 1  # one retry pending at a time
+        assert dp.transport.conn is None and len(delays) == 1  # one retry pending at a time
         assert [r.getMessage() for r in caplog.records].count(f"dplane: connecting to 127.0.0.1:{port}") == 1
         holder.listen(4)  # bfdd comes up
-        assert spin(eng, 4, lambda: dp.conn is not None), "never connected"
+        assert eng.spin(4, lambda: dp.transport.conn is not None), "never connected"
         server, _ = holder.accept()
         bfdd = FrameReader()
         server.settimeout(2)
         (hello,) = bfdd.feed(server.recv(4096))
         assert isinstance(hello, EchoRequest)
         server.sendall(encode_message(EchoReply(hello.dp_time, 0)))  # a working bfdd
-        assert spin(eng, 1, lambda: dp.conn.proven)  # type: ignore[union-attr]
+        assert eng.spin(1, lambda: dp.transport.conn.proven)  # type: ignore[union-attr]
         server.close()  # bfdd drops the connection: we are back at once, not after a backoff
-        assert spin(eng, 1, lambda: dp.conn is None)
+        assert eng.spin(1, lambda: dp.transport.conn is None)
         t0 = time.monotonic()
-        assert spin(eng, 1, lambda: dp.conn is not None), "no immediate reconnect"
+        assert eng.spin(1, lambda: dp.transport.conn is not None), "no immediate reconnect"
         assert time.monotonic() - t0 < 0.05
         assert dp.stats()["connections"] == 2
     finally:
@@ -823,17 +714,10 @@ def test_an_adopted_session_bfdd_shuts_down_is_reported_once():
     conn = connect(dp)
     feed(dp, conn, add(1001))
     eng.change(1001, State.UP)
-    dp._disconnected(conn, 0)  # type: ignore[arg-type]
+    dp.transport.disconnected(conn, 0)  # type: ignore[arg-type]
     conn = connect(dp)
     conn.take()
-    real_update = eng.update_session
-
-    def update(discr: int, config: SessionConfig) -> None:
-        real_update(discr, config)
-        if config.shutdown:
-            eng.change(discr, State.ADMIN_DOWN)
-
-    eng.update_session = update  # type: ignore[method-assign]
+    # The re-add's configuration reaches the session, which goes AdminDown itself.
     feed(dp, conn, add(2002, flags=SessionFlags.SHUTDOWN))
     # Not "Up" and then "AdminDown": bfdd would tell its clients the session came up.
     assert [(m.lid, m.state) for m in conn.take(StateChange)] == [(2002, State.ADMIN_DOWN)]
@@ -856,17 +740,17 @@ def test_other_transports_connect(kind, tmp_path):
             pytest.skip("no IPv6 loopback here")
         addr = DplaneAddress("ipv6", "::1", server.getsockname()[1])
     server.listen(1)
-    eng = FakeEngine()
+    eng = FakeHost()
     dp = Dataplane(eng, addr, mode="connect")  # type: ignore[arg-type]
     try:
         dp.start()
-        assert spin(eng, 2, lambda: dp.conn is not None)
+        assert eng.spin(2, lambda: dp.transport.conn is not None)
         peer, _ = server.accept()
         peer.settimeout(2)
         (hello,) = FrameReader().feed(peer.recv(4096))
         assert isinstance(hello, EchoRequest)
         peer.sendall(encode_message(add(1001)))
-        assert spin(eng, 2, lambda: 1001 in eng.sessions)
+        assert eng.spin(2, lambda: 1001 in eng.sessions)
         peer.close()
     finally:
         dp.close()

@@ -1,28 +1,32 @@
-"""--pin with bfddp: the old engine's bfddp sockets pass to the successor (fdpass.py, dplane.py).
+"""--pin with bfddp: the old engine's bfddp sockets pass to the successor (pin/fdpass.py, dplane/resume.py).
 
 Real sockets throughout: a TCP connection from a stand-in bfdd, the abstract
-unix rendezvous and SCM_RIGHTS. The two engines are the recording fakes of
-test_dplane in one process; the successor's fake is given what handover.restore
-would have given it (the sessions and the dataplane's handover section). Only
-the "is the listener an xdp-bfd process" check is pointed at this process.
+unix rendezvous and SCM_RIGHTS. The two engines are fake Hosts
+(harness/fakehost.py) in one process; the successor's is given what
+handover.restore would have given it (the sessions and the dataplane's
+handover section), and the old one's handoff board departs as pin makes it.
+Only the "is the listener an xdp-bfd process" check is pointed at this process.
 """
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import logging
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
-from test_dplane import Client, FakeEngine, spin
+from test_dplane import Client
 from test_dplane import add as _add
 
-from xdp_bfd.pin import fdpass
-from xdp_bfd.dplane.address import DplaneAddress
+from harness.fakehost import FakeHost
+from xdp_bfd.core.handoff import DPLANE_CONNECTION, DPLANE_SESSIONS
 from xdp_bfd.dplane import Dataplane
+from xdp_bfd.dplane.address import DplaneAddress
+from xdp_bfd.pin import fdpass
+from xdp_bfd.session import Session
 from xdp_bfd.wire.bfddp import (
     AddSession,
     CountersReply,
@@ -45,33 +49,49 @@ def as_engine(monkeypatch):
     monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")
 
 
-def _old_engine(hold_s: int = 10) -> tuple[Dataplane, FakeEngine, Client]:
-    eng = FakeEngine()
-    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=hold_s)  # type: ignore[arg-type]
+def _old_engine(hold_s: int = 10) -> tuple[Dataplane, FakeHost, Client]:
+    eng = FakeHost()
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=hold_s)
     dp.start()
-    port = dp.listener.getsockname()[1]  # type: ignore[union-attr]
+    port = dp.transport.listener.getsockname()[1]  # type: ignore[union-attr]
     bfdd = Client(eng, port)
-    assert spin(eng, 2, lambda: dp.conn is not None)
+    assert eng.spin(2, lambda: dp.transport.conn is not None)
     return dp, eng, bfdd
 
 
-def _successor(old: FakeEngine, old_dp: Dataplane, hold_s: int = 10) -> tuple[Dataplane, FakeEngine]:
-    """A fake engine holding what restore() would: the same sessions and the dataplane section."""
-    eng = FakeEngine()
-    eng.sessions = copy.deepcopy(old.sessions)
-    eng.by_key = dict(old.by_key)
-    eng.adopted_dplane = old_dp.handover_doc()
+def _restored(old: FakeHost, bookkeeping: dict[int, Any] | None = None) -> FakeHost:
+    """A host holding what restore() would: the same sessions and the dataplane section.
+
+    ``bookkeeping``: the dataplane's section as handed over (by default the old one's, as it is now).
+    """
+    eng = FakeHost()
+    for e in old.sessions.values():
+        state = dict(zip(Session.STATE_FIELDS, e.session.export(), strict=True))
+        eng.restore_session(e.session.config, e.origin, sport=e.tx.sport, state=state)
+    if bookkeeping is None:
+        bookkeeping = old.handoff.section(DPLANE_SESSIONS)
+    eng.handoff.leave(DPLANE_SESSIONS, bookkeeping)
+    for entry in eng.sessions.values():
+        eng.service(entry, eng.now)
+    return eng
+
+
+def _successor(
+    old: FakeHost, old_dp: Dataplane, hold_s: int = 10, bookkeeping: dict[int, Any] | None = None
+) -> tuple[Dataplane, FakeHost]:
+    eng = _restored(old, bookkeeping)
     dp = Dataplane(eng, old_dp.addr, mode="listen", hold_s=hold_s)
     return dp, eng
 
 
 def _gone(dp: Dataplane) -> None:
     """The old engine exits: its descriptors close, nothing is sent or shut down."""
-    for s in (dp.conn.sock if dp.conn else None, dp.listener):
+    t = dp.transport
+    for s in (t.conn.sock if t.conn else None, t.listener):
         if s is not None:
-            dp.engine.remove_reader(s)
+            dp.host.unwatch(s)
             s.close()
-    dp.conn = dp.listener = None
+    t.conn = t.listener = None
 
 
 def test_pack_round_trips_and_refuses_anything_else():
@@ -87,7 +107,7 @@ def test_the_stream_resumes_at_the_message_boundary(tmp_path: Path, as_engine, c
     caplog.set_level(logging.INFO, "xdp_bfd.dplane")
     old_dp, old, bfdd = _old_engine()
     bfdd.send(encode_message(add(1001)) + encode_message(add(1002)))
-    assert spin(old, 2, lambda: set(old.sessions) == {1001, 1002})
+    assert old.spin(2, lambda: set(old.sessions) == {1001, 1002})
     old.change(1001, State.UP, remote_discr=77)
     assert bfdd.wait(lambda: any(isinstance(m, StateChange) and m.lid == 1001 for m in bfdd.got))
 
@@ -95,13 +115,13 @@ def test_the_stream_resumes_at_the_message_boundary(tmp_path: Path, as_engine, c
     third = encode_message(add(1003))
     bfdd.send(encode_message(CountersRequest(7, 1001)) + third[:10])
     assert bfdd.wait(lambda: any(isinstance(m, CountersReply) and m.id == 7 for m in bfdd.got))
-    assert spin(old, 2, lambda: old_dp.conn.reader.buffered == 10)  # type: ignore[union-attr]
+    assert old.spin(2, lambda: old_dp.transport.conn.reader.buffered == 10)  # type: ignore[union-attr]
     # And output the old engine could not send yet (bfdd not reading, say).
-    old_dp.conn.out += encode_message(EchoRequest(424242))  # type: ignore[union-attr]
+    old_dp.transport.conn.out += encode_message(EchoRequest(424242))  # type: ignore[union-attr]
     before = len(bfdd.got)
 
     inbox = fdpass.Inbox(tmp_path)
-    old_dp.pass_to_successor(tmp_path)
+    old.handoff.depart(tmp_path)
     parcel = inbox.take(os.getpid())
     _gone(old_dp)
     assert parcel is not None and set(parcel.sockets) == {"conn", "listener"}
@@ -109,14 +129,14 @@ def test_the_stream_resumes_at_the_message_boundary(tmp_path: Path, as_engine, c
 
     new_dp, new = _successor(old, old_dp)
     # Session 1002 came up while no engine ran: bfdd, told Down at registration, must hear it.
-    new.sessions[1002].session.state = State.UP
-    new.inherited_dplane = parcel
+    new.change(1002, State.UP)
+    new.handoff.leave(DPLANE_CONNECTION, parcel)
     bfdd.eng = new
     # bfdd goes on writing mid-frame, then asks again.
     bfdd.send(third[10:] + encode_message(CountersRequest(8, 1002)))
     new_dp.start()
     assert bfdd.wait(lambda: any(isinstance(m, CountersReply) and m.id == 8 for m in bfdd.got))
-    assert spin(new, 1, lambda: 1003 in new.sessions)
+    assert new.spin(1, lambda: 1003 in new.sessions)
 
     after = bfdd.got[before:]
     assert not bfdd.eof
@@ -129,8 +149,8 @@ def test_the_stream_resumes_at_the_message_boundary(tmp_path: Path, as_engine, c
     assert new_dp.stats()["connections"] == 1  # the same connection, not a reconnect
     assert "bfdd connected (handed over by engine" in caplog.text
     # The listening socket came along too: a second client is refused, as before the handover.
-    other = socket.create_connection(new_dp.listener.getsockname())  # type: ignore[union-attr]
-    assert spin(new, 2, lambda: "refusing a second connection" in caplog.text)
+    other = socket.create_connection(new_dp.transport.listener.getsockname())  # type: ignore[union-attr]
+    assert new.spin(2, lambda: "refusing a second connection" in caplog.text)
     other.close()
     bfdd.close()
     new_dp.close()
@@ -139,23 +159,23 @@ def test_the_stream_resumes_at_the_message_boundary(tmp_path: Path, as_engine, c
 def test_held_sessions_keep_their_deadline_across_the_pass(tmp_path: Path, as_engine):
     old_dp, old, bfdd = _old_engine()
     bfdd.send(encode_message(add(1001)))
-    assert spin(old, 2, lambda: 1001 in old.sessions)
+    assert old.spin(2, lambda: 1001 in old.sessions)
     bfdd.close()  # bfdd went away: the session is held
-    assert spin(old, 2, lambda: old_dp.conn is None and old_dp.registry.held())
+    assert old.spin(2, lambda: old_dp.transport.conn is None and old_dp.registry.held())
     deadline = old_dp.registry.held()[0].held_until_us
     inbox = fdpass.Inbox(tmp_path)
-    old_dp.pass_to_successor(tmp_path)
+    old.handoff.depart(tmp_path)
     parcel = inbox.take(os.getpid())
     _gone(old_dp)
     assert parcel is not None and set(parcel.sockets) == {"listener"}
     new_dp, new = _successor(old, old_dp)
-    new.inherited_dplane = parcel
+    new.handoff.leave(DPLANE_CONNECTION, parcel)
     new_dp.start()
     assert [r.held_until_us for r in new_dp.registry.held()] == [deadline]
     # bfdd comes back on the inherited listener and re-adds it: adopted, not recreated.
-    back = Client(new, new_dp.listener.getsockname()[1])  # type: ignore[union-attr]
+    back = Client(new, new_dp.transport.listener.getsockname()[1])  # type: ignore[union-attr]
     back.send(encode_message(add(2001)))
-    assert spin(new, 2, lambda: 2001 in new_dp.registry.by_lid)
+    assert new.spin(2, lambda: 2001 in new_dp.registry.by_lid)
     assert new_dp.registry.by_lid[2001].discr == 1001 and new.removed == []
     back.close()
     new_dp.close()
@@ -164,36 +184,36 @@ def test_held_sessions_keep_their_deadline_across_the_pass(tmp_path: Path, as_en
 def test_a_successor_without_the_sessions_closes_the_stream(tmp_path: Path, as_engine, caplog):
     old_dp, old, bfdd = _old_engine()
     bfdd.send(encode_message(add(1001)))
-    assert spin(old, 2, lambda: 1001 in old.sessions)
+    assert old.spin(2, lambda: 1001 in old.sessions)
     inbox = fdpass.Inbox(tmp_path)
-    old_dp.pass_to_successor(tmp_path)
+    old.handoff.depart(tmp_path)
     parcel = inbox.take(os.getpid())
     _gone(old_dp)
-    new_dp, new = _successor(old, old_dp)
-    new.adopted_dplane = {}  # the state was not adopted (another build's, say)
-    new.inherited_dplane = parcel
+    new_dp, new = _successor(old, old_dp, bookkeeping={})  # the state was not adopted (another build's, say)
+    new.handoff.leave(DPLANE_CONNECTION, parcel)
     bfdd.eng = new
     new_dp.start()
     assert "not resuming the handed-over bfddp connection (1 of bfdd's 1 sessions" in caplog.text
     # bfdd sees the close and will re-add its sessions to whoever listens.
     assert bfdd.wait(lambda: bfdd.eof)
-    assert new_dp.listener is not None  # listening again, on its own socket
+    assert new_dp.transport.listener is not None  # listening again, on its own socket
+    bfdd.close()
     new_dp.close()
 
 
 def test_no_successor_or_a_stranger_means_the_old_behaviour(tmp_path: Path, monkeypatch, caplog):
     old_dp, old, bfdd = _old_engine()
-    old_dp.pass_to_successor(tmp_path)  # nobody listens
+    old.handoff.depart(tmp_path)  # nobody listens
     assert "cannot pass the bfddp connection to the successor: no successor listening" in caplog.text
     caplog.clear()
     inbox = fdpass.Inbox(tmp_path)  # a listener, but this process is not called xdp-bfd
     monkeypatch.setattr(fdpass, "_comm", lambda pid: "python3")
-    old_dp.pass_to_successor(tmp_path)
+    old.handoff.depart(tmp_path)
     assert "not an engine" in caplog.text
     assert inbox.take(os.getpid()) is None  # nothing was sent
     # The old engine still owns a working connection (a failed pass changes nothing).
     bfdd.send(encode_message(add(1001)))
-    assert spin(old, 2, lambda: 1001 in old.sessions)
+    assert old.spin(2, lambda: 1001 in old.sessions)
     bfdd.close()
     old_dp.close()
 
@@ -212,21 +232,20 @@ def test_the_inbox_takes_only_from_the_engine_it_asked(tmp_path: Path, as_engine
 def test_a_successor_with_another_address_closes_the_stream(tmp_path: Path, as_engine, caplog):
     old_dp, old, bfdd = _old_engine()
     bfdd.send(encode_message(add(1001)))
-    assert spin(old, 2, lambda: 1001 in old.sessions)
+    assert old.spin(2, lambda: 1001 in old.sessions)
     inbox = fdpass.Inbox(tmp_path)
-    old_dp.pass_to_successor(tmp_path)
+    old.handoff.depart(tmp_path)
     parcel = inbox.take(os.getpid())
     _gone(old_dp)
-    eng = FakeEngine()
-    eng.sessions, eng.by_key = copy.deepcopy(old.sessions), dict(old.by_key)
-    eng.adopted_dplane = old_dp.handover_doc()
-    eng.inherited_dplane = parcel
-    new_dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="connect", hold_s=10)  # type: ignore[arg-type]
+    eng = _restored(old)
+    eng.handoff.leave(DPLANE_CONNECTION, parcel)
+    new_dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="connect", hold_s=10)
     bfdd.eng = eng
-    new_dp._try_connect = lambda now: None  # type: ignore[method-assign]  (no bfdd to connect to here)
+    new_dp.transport._try_connect = lambda now: None  # type: ignore[method-assign,assignment]  # no bfdd here
     new_dp.start()
     assert "not resuming the handed-over bfddp connection (it was listen 127.0.0.1:0" in caplog.text
     assert bfdd.wait(lambda: bfdd.eof)
     # The sessions wait for bfdd's re-adds, as in any takeover without the pass.
     assert [r.discr for r in new_dp.registry.held()] == [1001] and not new_dp.registry.by_lid
+    bfdd.close()
     new_dp.close()

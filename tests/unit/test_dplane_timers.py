@@ -2,7 +2,7 @@
 
 The old engine may leave while a timers report is still waiting for the
 values to settle; the successor, resuming the same stream, must send it.
-Real sockets, the recording fakes of test_dplane, as in test_dplane_handover.
+Real sockets and fake Hosts (harness/fakehost.py), as in test_dplane_handover.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from test_dplane import FakeEngine, spin
 from test_dplane_handover import (
     _gone,
     _old_engine,
@@ -21,8 +20,10 @@ from test_dplane_handover import (
     as_engine,  # noqa: F401  (the fixture, by name)
 )
 
-from xdp_bfd.pin import fdpass
+from harness.fakehost import FakeHost
+from xdp_bfd.core.handoff import DPLANE_CONNECTION, DPLANE_SESSIONS
 from xdp_bfd.dplane import Dataplane
+from xdp_bfd.pin import fdpass
 from xdp_bfd.wire.bfddp import EchoRequest, StateChange, encode_message
 from xdp_bfd.wire.control import State
 
@@ -30,11 +31,11 @@ SLOW = {"remote_discr": 77, "remote_desired_tx_us": 1_000_000, "remote_min_rx_us
 FAST = {"remote_desired_tx_us": 10_000, "remote_min_rx_us": 10_000}
 
 
-def _handed_over(tmp_path: Path, *, retime: bool, older: bool = False) -> tuple[Dataplane, FakeEngine, list]:
+def _handed_over(tmp_path: Path, *, retime: bool, older: bool = False) -> tuple[Dataplane, FakeHost, list]:
     """Session 1001 Up at the peer's slow start, handed over: the successor and what bfdd got since."""
     old_dp, old, bfdd = _old_engine()
     bfdd.send(encode_message(add(1001)))
-    assert spin(old, 2, lambda: 1001 in old.sessions)
+    assert old.spin(2, lambda: 1001 in old.sessions)
     old.change(1001, State.UP, remote_detect_mult=3, **SLOW)
     assert bfdd.wait(lambda: any(isinstance(m, StateChange) for m in bfdd.got))
     if retime:
@@ -42,14 +43,15 @@ def _handed_over(tmp_path: Path, *, retime: bool, older: bool = False) -> tuple[
         old.retime(1001, time.monotonic_ns() // 1000, **FAST)
     before = len(bfdd.got)
     inbox = fdpass.Inbox(tmp_path)
-    old_dp.pass_to_successor(tmp_path)
+    bookkeeping = old.handoff.section(DPLANE_SESSIONS)
+    old.handoff.depart(tmp_path)
     parcel = inbox.take(os.getpid())
     _gone(old_dp)
-    new_dp, new = _successor(old, old_dp)
     if older:
-        for doc in new.adopted_dplane.values():
+        for doc in bookkeeping.values():
             del doc["told"]  # what an engine from before this key hands over
-    new.inherited_dplane = parcel
+    new_dp, new = _successor(old, old_dp, bookkeeping=bookkeeping)
+    new.handoff.leave(DPLANE_CONNECTION, parcel)
     bfdd.eng = new
     started = time.time_ns() // 1000
     new_dp.start()
