@@ -59,7 +59,7 @@ def _raise_nofile() -> None:
 
 def initial_sessions(args: Options) -> list[tuple[SessionConfig, str]]:
     out: list[tuple[SessionConfig, str]] = []
-    if args.local is not None:
+    if args.local is not None and args.peer is not None:  # the command line gives both or neither
         out.append((SessionConfig(local=args.local, peer=args.peer), "cli"))
     if args.sessions is not None:
         try:
@@ -115,7 +115,7 @@ def run(args: Options) -> int:
             len(engine.sessions),
             "with the XDP fast path" if started is not None else "in software",
         )
-        if args.dplane_mode is not None:
+        if args.dplane_mode is not None and args.dplane_addr is not None:  # set together by cli
             from .dplane import Dataplane  # noqa: PLC0415
 
             dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)

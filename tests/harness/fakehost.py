@@ -60,6 +60,7 @@ class Wire:
 
     def __init__(self, sport: int) -> None:
         self.sport = sport
+        self.dport = 3784
         self.sent: list[bytes] = []
         self.closed = False
 
@@ -146,7 +147,7 @@ class FakeHost:
     def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> Entry:
         d = discr if discr is not None else self.allocate_discr()
         session = Session(config, d, now_us=self.now, rng=self.rng)
-        entry = Entry(session, Wire(next(self._sports)), origin)  # type: ignore[arg-type]
+        entry = Entry(session, Wire(next(self._sports)), origin)
         self._insert(entry)
         for observer in self.observers:
             observer.added(entry)
@@ -180,7 +181,7 @@ class FakeHost:
         self, config: SessionConfig, origin: str, *, sport: int, state: dict[str, Any]
     ) -> Entry:
         session = Session.restore(config, state, now_us=self.now, rng=self.rng)
-        entry = Entry(session, Wire(sport), origin)  # type: ignore[arg-type]
+        entry = Entry(session, Wire(sport), origin)
         self._insert(entry)
         return entry
 

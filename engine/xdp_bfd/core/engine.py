@@ -7,6 +7,7 @@ it is rescheduled. Nothing here knows what plugs in.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import signal
@@ -109,7 +110,7 @@ class Engine:
                         continue
                     raise EngineError(f"cannot bind UDP port {port}: {e.strerror}") from None
                 self.receivers.append(r)
-                self.reactor.watch(r.sock, lambda now, r=r: self._drain(r, now))
+                self.reactor.watch(r.sock, functools.partial(self._drain, r))
 
     # -- sessions (core.host.Sessions) -----------------------------------------------
 
@@ -205,11 +206,11 @@ class Engine:
             if entry.origin == origin and entry.session.config.key() not in wanted:
                 self.remove_session(d)
         for key, cfg in wanted.items():
-            entry = self.table.lookup(key)
-            if entry is None:
+            found = self.table.lookup(key)
+            if found is None:
                 self.add_session(cfg, origin)
-            elif entry.origin == origin:
-                self.update_session(entry.session.local_discr, cfg)
+            elif found.origin == origin:
+                self.update_session(found.session.local_discr, cfg)
             else:
                 log.warning("session: %s -> %s already comes from %s; ignored", cfg.local, cfg.peer, origin)
 

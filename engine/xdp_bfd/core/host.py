@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..session import RemoteParamsChanged, Session, SessionConfig, SessionKey, StateChanged
     from .handoff import Handoff
-    from .netio import Transmitter
 
 # Takes a stats document; may return the generator of its further paced steps.
 DocWaiter = Callable[[dict[str, Any]], Generator[None, None, None] | None]
@@ -34,6 +33,18 @@ class PacketCounts:
     tx_bytes: int
 
 
+class Tx(Protocol):
+    """A session's way out (core.netio.Transmitter): one socket, its source port fixed for life."""
+
+    sport: int
+    dport: int
+
+    def send(self, data: bytes) -> bool:
+        """Send one packet; False when the kernel refused it (counted, never raised)."""
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Entry:
     """One live session and what the shell keeps beside it.
@@ -43,7 +54,7 @@ class Entry:
     """
 
     session: Session
-    tx: Transmitter
+    tx: Tx
     origin: str  # "cli", "file" or "dplane"
     scheduled: int | None = None
     user_tx_packets: int = 0
@@ -179,4 +190,5 @@ __all__ = [
     "SessionObserver",
     "Sessions",
     "Stats",
+    "Tx",
 ]

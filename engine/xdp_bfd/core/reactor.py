@@ -54,6 +54,7 @@ class Reactor:
         self.pace_us = 0
         self._background_at = 0
         self._wake_r, self._wake_w = socket.socketpair()
+        self._signals_installed = False
         # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on.
         self.takeover_marks: list[tuple[str, int]] = []
 
@@ -94,6 +95,7 @@ class Reactor:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        self._signals_installed = True
         for sig in CAUGHT_SIGNALS:
             signal.signal(sig, self._on_signal)
         self.watch(self._wake_r, lambda _now: self.handle_signals())
@@ -170,3 +172,9 @@ class Reactor:
     def close(self) -> None:
         for close in reversed(self.closers):
             close()
+        # The kernel must stop writing to the wake-up fd before it is closed
+        # (a later fd of the same number would receive the signal bytes).
+        if self._signals_installed:
+            signal.set_wakeup_fd(-1)
+        self._wake_r.close()
+        self._wake_w.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import socket
 from collections.abc import Iterator
@@ -165,7 +166,7 @@ class MetricsServer:
             return
         conn.setblocking(False)
         self.pending[conn] = b""
-        self.loop.watch(conn, lambda _now, c=conn: self._read(c))
+        self.loop.watch(conn, lambda _now: self._read(conn))
 
     def _read(self, conn: socket.socket) -> None:
         # Requests arrive over several turns of the loop if they must: a slow
@@ -188,7 +189,7 @@ class MetricsServer:
             self._send(conn, b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
             return
         self.answering.add(conn)
-        self.loop.want_stats(lambda doc, c=conn: self._answer(c, doc))
+        self.loop.want_stats(functools.partial(self._answer, conn))
 
     def _answer(self, conn: socket.socket, doc: dict[str, Any]) -> None:
         if conn not in self.answering:

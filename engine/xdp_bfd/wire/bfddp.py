@@ -144,7 +144,7 @@ class StateChange:
     required_rx: int
     required_echo_rx: int
     state: State
-    diag: Diag
+    diag: Diag | int  # a value RFC 5880 does not name stays an int
     detect_mult: int
 
 

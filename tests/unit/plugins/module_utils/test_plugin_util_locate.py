@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate
 
-from xdp_bfd import cli
 from xdp_bfd.stats import locate as engine_locate
 
 REPO = Path(__file__).resolve().parents[4]
@@ -55,7 +54,7 @@ def test_engine_conf_read_as_the_engine_reads_it(text):
 
 def test_same_default_as_the_engine():
     assert locate.ENGINE_DEFAULT_STATS_PATH == engine_locate.DEFAULT_STATS_PATH
-    assert locate.ENGINE_CONF == str(engine_locate.ENGINE_CONF)
+    assert str(engine_locate.ENGINE_CONF) == locate.ENGINE_CONF
 
 
 def test_the_shipped_engine_conf():
