@@ -64,7 +64,7 @@ def _install(tmp_path: Path, how: str) -> Path:
 
 def _where_the_sources_are(venv: Path) -> dict[str, str]:
     probe = (
-        "import json, xdp_bfd, xdp_bfd.fastpath.kernel as k;"
+        "import json, xdp_bfd, xdp_bfd.fastpath.abi as k;"
         "print(json.dumps({'package': xdp_bfd.__file__, 'bpf_dir': str(k.bpf_dir())}))"
     )
     return json.loads(_run([str(venv / "bin" / "python"), "-c", probe], _clean_env(), 60))

@@ -6,25 +6,31 @@ import enum
 import ipaddress
 import re
 import shutil
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from test_session_support import bring_up, make
 
 from xdp_bfd.core import netio
+from xdp_bfd.core.host import Callback, Entry
 from xdp_bfd.fastpath import abi
-from xdp_bfd.fastpath.kernel import (
-    PACKAGED_BPF_DIR,
-    KernelError,
-    abi_constants,
-    bpf_dir,
-    counter_names,
-    layout_id,
-    layout_sources,
-    load_abi,
-    mapped16,
-)
-from xdp_bfd.fastpath.observer import steady_template
+from xdp_bfd.fastpath.abi import PACKAGED_BPF_DIR, bpf_dir
+from xdp_bfd.fastpath.abi import load as load_abi
+from xdp_bfd.fastpath.errors import KernelError
+from xdp_bfd.fastpath.layout import layout_id, layout_sources
+from xdp_bfd.fastpath.observer import Offload, steady_template
+from xdp_bfd.fastpath.slots import mapped16
 from xdp_bfd.wire import control
+
+
+def counter_names(header: Path) -> list[str]:
+    return list(load_abi(header).counters)
+
 
 REPO_BPF = Path(__file__).resolve().parents[2] / "bpf"
 ENGINE = Path(__file__).resolve().parents[2] / "engine" / "xdp_bfd"
@@ -43,7 +49,7 @@ def test_counter_names_come_from_the_header_in_index_order():
 
 
 def test_constants():
-    c = abi_constants(bpf_dir() / "bfd_abi.h")
+    c = load_abi(bpf_dir() / "bfd_abi.h").constants
     assert c["BFD_MAX_SESSIONS"] >= 4096
     assert (c["BFD_PORT_CONTROL"], c["BFD_PORT_MULTIHOP"], c["BFD_PORT_ECHO"]) == (3784, 4784, 3785)
     flags = [
@@ -115,7 +121,7 @@ def test_the_header_parses_into_typed_values() -> None:
 def test_the_header_is_parsed_once() -> None:
     header = bpf_dir() / "bfd_abi.h"
     assert abi.load(header) is abi.load(header) is load_abi()
-    assert abi_constants(header) is load_abi().constants
+    assert load_abi(header).constants is load_abi().constants
 
 
 @pytest.mark.parametrize(
@@ -225,11 +231,11 @@ def test_struct_bfd_ctrl_is_the_codecs_fixed_section() -> None:
 
 
 def test_no_python_module_restates_an_abi_name() -> None:
-    # The engine<->kernel names appear in abi.py only (handover/engine still read the
-    # owner record's slots by name from the parsed constants; flags and events never).
+    # The engine<->kernel names appear in abi.py only: every other module takes the
+    # values typed from the parsed Abi (the owner record's slots and states too).
     # BFD_STATE_CHANGE is a bfddp message, not the header's.
     shared = re.compile(
-        r"\bBFD_(CFG|EV|SWEEP|HANDOVER|FLAG)_\w+|\bBFD_STATE_(ADMIN_DOWN|DOWN|INIT|UP|SHIFT)\b"
+        r"\bBFD_(CFG|EV|SWEEP|HANDOVER|FLAG|OWNER)_\w+|\bBFD_STATE_(ADMIN_DOWN|DOWN|INIT|UP|SHIFT)\b"
     )
     for py in ENGINE.rglob("*.py"):
         if py.name == "abi.py":
@@ -307,14 +313,47 @@ def test_the_steady_template_keeps_the_state_and_drops_poll_and_final() -> None:
     assert steady_template(b"", 24) == bytes(24)
 
 
+class _Host:
+    """What of core.host.Host an Offload uses: the loop's watch and timers, the table, service, drops."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[int, Entry] = {}
+        self.watched: list[Any] = []
+        self.timers: list[int] = []
+        self.serviced: list[Entry] = []
+        self.drops: Counter = Counter()
+
+    def watch(self, sock: Any, callback: Callback, *, read: bool = True, write: bool = False) -> None:
+        self.watched.append(sock)
+
+    def call_at(self, deadline_us: int, callback: Callback) -> None:
+        self.timers.append(deadline_us)
+
+    def service(self, entry: Entry, now: int) -> None:
+        self.serviced.append(entry)
+
+    def count_drop(self, reason: str) -> None:
+        self.drops[reason] += 1
+
+
+def _fast_path(a: abi.Abi, writes: list[dict]) -> SimpleNamespace:
+    """A FastPath's parts as the Offload reaches them, the maps replaced by what the test reads back."""
+    state = SimpleNamespace(
+        rx_packets=0, rx_bytes=0, ktx_packets=0, ktx_bytes=0, last_ktx_ns=0, last_rx_ns=0, echo_packets=0
+    )
+    return SimpleNamespace(
+        abi=a,
+        program=SimpleNamespace(attached=[]),
+        gate=SimpleNamespace(deadman_ns=0, heartbeat=lambda _ns: None),
+        events=SimpleNamespace(open=lambda _cb: -1, consume=lambda: None),
+        slots=SimpleNamespace(
+            write_cfg=lambda _slot, kcfg: writes.append(kcfg), read_state=lambda _slot: state
+        ),
+    )
+
+
 def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tmp_path: Path) -> None:
     """Not only the parse: what the offload writes into bfd_cfg.flags follows a changed header."""
-    from types import SimpleNamespace  # noqa: PLC0415
-
-    from test_session_support import bring_up, make  # noqa: PLC0415
-
-    from xdp_bfd.fastpath.observer import Offload  # noqa: PLC0415
-
     header = _header(
         tmp_path,
         ("#define BFD_CFG_ACTIVE 0x01", "#define BFD_CFG_ACTIVE 0x100"),
@@ -324,46 +363,38 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
         ("#define BFD_EV_EXPIRED 1", "#define BFD_EV_EXPIRED 7"),
     )
     writes: list[dict] = []
-    fp = SimpleNamespace(
-        abi=load_abi(header),
-        attached=[],
-        deadman_ns=0,
-        open_events=lambda _cb: -1,
-        heartbeat=lambda _ns: None,
-        write_cfg=lambda _slot, kcfg: writes.append(kcfg),
-    )
     session = make()
     bring_up(session, 0)
-    entry = SimpleNamespace(
-        slot=0,
-        session=session,
-        offloaded=True,
-        detect_armed=False,
-        epoch=1,
-        last_rx_raw=b"",
-        kcfg=None,
-        last_detection_us=None,
-        last_detection_overshoot_us=None,
-    )
-    entry.tx = SimpleNamespace(sport=49152, dport=3784)
-    engine = SimpleNamespace(
-        add_reader=lambda *_: None, call_at=lambda *_: None, sessions={session.local_discr: entry}
-    )
-    engine.service = lambda *_: None
-    off = Offload(engine, fp)
+    entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=0, offloaded=True, epoch=1)
+    host = _Host()
+    host.sessions[session.local_discr] = entry
+    off = Offload(host, _fast_path(load_abi(header), writes))
+    assert host.watched == [-1] and host.timers  # the events ring is watched, the heartbeat runs
     off.by_slot[0] = session.local_discr
     off._ktx_eligible = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
-    off.sync(entry)
+    off.serviced(entry)
     assert writes[-1]["flags"] == 0x100 | 0x200 | 0x400 | 0x800
     out: dict = {}
-    off.session_stats(
-        entry, SimpleNamespace(ktx_packets=0, last_ktx_ns=0, last_rx_ns=0, echo_packets=0), out, 0
-    )
+    off.session_stats(entry, out, 0)
     assert out["kernel_tx_active"] is True
     # An event whose type is the header's EXPIRED is an expiry; the old value is not.
     ev = SimpleNamespace(slot=0, epoch=entry.epoch, type=1, now_ns=50_000_000, last_rx_ns=0, pkt=b"", ttl=255)
     off.on_event(ev)
-    assert entry.last_detection_us is None
+    assert entry.last_detection_us is None and session.state == control.State.UP
     ev.type = 7
     off.on_event(ev)
-    assert entry.last_detection_us == 50_000
+    assert entry.last_detection_us == 50_000 and session.state == control.State.DOWN
+    assert host.serviced[-1] is entry
+
+
+def test_bcc_is_imported_only_to_compile() -> None:
+    # Without --kernel-tx nothing compiles, so nothing may load bcc: not the
+    # dataplane, not the fast path's or --pin's modules, imported or not.
+    probe = (
+        "import sys, xdp_bfd.app, xdp_bfd.dplane, xdp_bfd.fastpath.kernel, xdp_bfd.pin.startup;"
+        "print('bcc' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"

@@ -13,7 +13,6 @@ from dataclasses import replace
 import pytest
 from test_session_support import SECOND, bring_up, deliver, drain_events, make, packet, sent
 
-from xdp_bfd.pin import handover
 from xdp_bfd.session import Rejected, RemoteParamsChanged, Session, StateChanged
 from xdp_bfd.wire.control import Diag, State
 
@@ -116,5 +115,5 @@ def test_the_switch_is_no_part_of_the_state_a_pin_successor_adopts() -> None:
     # A field of its own would change the handover fingerprint, and a takeover
     # from the engine this one replaces would start fresh instead of adopting.
     s, _ = up_and_quiet()
-    assert "remote_events" not in handover.session_fields()
-    assert set(vars(s)) - Session._NOT_STATE - {"remote_events"} == set(handover.session_fields())
+    assert "remote_events" not in Session.STATE_FIELDS
+    assert set(vars(s)) - Session._NOT_STATE - {"remote_events"} == set(Session.STATE_FIELDS)

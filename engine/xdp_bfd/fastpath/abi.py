@@ -19,12 +19,16 @@ Two kinds of value live in the header, with different owners:
 
 A header that lacks a name the engine needs fails with one :class:`AbiError`
 naming every missing one.
+
+The header is this build's: the packaged copy of the C sources, or the
+directory ``$XDP_BFD_BPF_DIR`` names (:func:`bpf_dir`).
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import os
 import re
 import types
 from collections.abc import Mapping
@@ -32,12 +36,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..wire import control
+from .errors import KernelError
 
-__all__ = ["Abi", "AbiError", "load"]
+__all__ = ["PACKAGED_BPF_DIR", "Abi", "AbiError", "bpf_dir", "load"]
 
 
-class AbiError(Exception):
+class AbiError(KernelError):
     """The header does not describe an ABI this engine speaks; the message is the line to log."""
+
+
+# The C sources are package data: every install carries the copy its Python
+# code was built with (in a source tree xdp_bfd/bpf is a symlink to the
+# repository's bpf/). A directory on disk, not a resource reader: bcc compiles
+# from files and needs -I to reach the header.
+PACKAGED_BPF_DIR = Path(__file__).parent.parent / "bpf"
+
+
+def bpf_dir() -> Path:
+    """Where the C sources are: $XDP_BFD_BPF_DIR if set, else the packaged copy."""
+    override = os.environ.get("XDP_BFD_BPF_DIR")
+    # An override that points nowhere is an error, not a reason to fall back:
+    # whoever set it meant another build of the programs (an experiment, a bench run).
+    where, how = (Path(override), "XDP_BFD_BPF_DIR") if override else (PACKAGED_BPF_DIR, "the package")
+    if not (where / "bfd_abi.h").is_file():
+        raise KernelError(f"cannot find the bpf/ sources: no bfd_abi.h in {where} ({how})")
+    return where
 
 
 # Python name -> the header's #define, per enum. The names are this module's
@@ -116,8 +139,9 @@ class Abi:
         return -(-sessions // self.sweep_chunk)
 
 
-def load(header: Path) -> Abi:
-    """The ABI ``header`` defines, parsed once per process for each content it has had."""
+def load(header: Path | None = None) -> Abi:
+    """The ABI ``header`` (default: this build's) defines, parsed once per process for each content."""
+    header = header or bpf_dir() / "bfd_abi.h"
     try:
         text = header.read_text()
     except OSError as e:

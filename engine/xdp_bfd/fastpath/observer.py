@@ -20,7 +20,8 @@ from ..core.clock import now_us
 from ..core.host import Entry, Host, PacketCounts
 from ..session import Rejected
 from ..wire.control import MIN_LEN, CodecError, Flag, State, decode_control, encode_control
-from .kernel import FastPath, mapped16
+from .kernel import FastPath
+from .slots import mapped16
 
 log = logging.getLogger("xdp_bfd")
 
@@ -45,16 +46,17 @@ class Offload:
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
         self.control_len = fp.abi.control_len
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
-        self.ifindexes = {a.ifname: a.ifindex for a in fp.attached}
-        host.watch(fp.open_events(self.on_event), lambda _now: fp.consume_events())
+        self.slots = fp.slots
+        self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
+        host.watch(fp.events.open(self.on_event), lambda _now: fp.events.consume())
         # The gate must be refreshed well inside the dead-man bound, but never so
         # often that it becomes per-session work: it is one map write.
-        deadman_us = fp.deadman_ns // 1000
+        deadman_us = fp.gate.deadman_ns // 1000
         self.beat_us = max(10_000, min(250_000, deadman_us // 4 if deadman_us else 250_000))
         self._beat(now_us())
 
     def _beat(self, now: int) -> None:
-        self.fp.heartbeat(time.monotonic_ns())
+        self.fp.gate.heartbeat(time.monotonic_ns())
         self.host.call_at(now + self.beat_us, self._beat)
 
     # -- sessions ---------------------------------------------------------------
@@ -87,12 +89,12 @@ class Offload:
         # Every session gets a slot, offloaded or not: XDP validates every BFD
         # packet on the interfaces it watches and drops those of unknown sessions.
         s = entry.session
-        slot = self.fp.alloc()
+        slot = self.slots.alloc()
         entry.slot = slot
         entry.epoch = 1
         entry.offloaded = self.offloaded(entry)
         self.by_slot[slot] = s.local_discr
-        self.fp.install(slot, **self._index(entry))
+        self.slots.install(slot, **self._index(entry))
         s.detection_external = entry.offloaded
         self.serviced(entry)
 
@@ -101,9 +103,9 @@ class Offload:
         assert entry.slot is not None
         s = entry.session
         self.by_slot[entry.slot] = s.local_discr
-        self.fp.install(entry.slot, **self._index(entry))
+        self.slots.install(entry.slot, **self._index(entry))
         s.detection_external = entry.offloaded
-        st = self.fp.read_state(entry.slot)
+        st = self.slots.read_state(entry.slot)
         self.serviced(entry)
         if entry.detect_armed and st.expired_epoch == entry.epoch:
             # The sweep reported this silence while no engine was reading its ring.
@@ -113,7 +115,7 @@ class Offload:
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:
             return
-        self.fp.uninstall(entry.slot, **self._index(entry))
+        self.slots.uninstall(entry.slot, **self._index(entry))
         self.by_slot.pop(entry.slot, None)
         entry.slot = None
 
@@ -172,7 +174,7 @@ class Offload:
         }
         s.periodic_tx_external = ktx
         if kcfg != entry.kcfg:
-            self.fp.write_cfg(entry.slot, kcfg)
+            self.slots.write_cfg(entry.slot, kcfg)
             entry.kcfg = kcfg
 
     # -- kernel reports ---------------------------------------------------------
@@ -214,7 +216,7 @@ class Offload:
     def counts(self, entry: Entry, counts: PacketCounts) -> PacketCounts:
         if entry.slot is None:
             return counts
-        return self._counts(entry, counts, self.fp.read_state(entry.slot))
+        return self._counts(entry, counts, self.slots.read_state(entry.slot))
 
     @staticmethod
     def _counts(entry: Entry, counts: PacketCounts, st: Any) -> PacketCounts:
@@ -231,7 +233,7 @@ class Offload:
         """Add the kernel's view (the session's slot_state, one map read) to its stats."""
         if entry.slot is None:
             return
-        st = self.fp.read_state(entry.slot)
+        st = self.slots.read_state(entry.slot)
         if entry.offloaded:
             out["rx_packets"] = int(st.rx_packets)
         out["kernel_tx_packets"] = int(st.ktx_packets)
@@ -247,22 +249,21 @@ class Offload:
         out["kernel_tx_active"] = bool(entry.kcfg and entry.kcfg["flags"] & self.cfg_flag.KTX)
 
     def document(self, doc: dict[str, Any]) -> None:
-        totals = self.fp.counter_totals()
-        first = self.fp.attached[0] if self.fp.attached else None
-        cnt, ns = self.fp.prog_run_stats()
+        totals = self.fp.counters.totals()
+        attached = self.fp.program.attached
+        first = attached[0] if attached else None
+        cnt, ns = self.fp.program.run_stats()
         doc["kernel_tx"] = True
         doc["xdp"] = {
             "ifname": first.ifname if first else None,
             "ifindex": first.ifindex if first else None,
             "mode": first.mode if first else None,
-            "interfaces": [
-                {"ifname": a.ifname, "ifindex": a.ifindex, "mode": a.mode} for a in self.fp.attached
-            ],
+            "interfaces": [{"ifname": a.ifname, "ifindex": a.ifindex, "mode": a.mode} for a in attached],
             # Zero unless kernel.bpf_stats_enabled=1 (the bench turns it on).
             "run_cnt": cnt,
             "run_time_ns": ns,
             "ns_per_packet": round(ns / cnt, 1) if cnt else None,
-            "spread_cpus": self.fp.spread_cpus,  # 0: --spread-pass off (or unavailable)
+            "spread_cpus": self.fp.gate.spread_cpus,  # 0: --spread-pass off (or unavailable)
         }
         counters = doc["counters"]
         counters["xdp_tx"] = totals.pop("xdp_tx", 0)

@@ -7,31 +7,46 @@ and the order is strict: plan, request, read the state, attach, then serve.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..core.errors import EngineError
 from ..core.handoff import DPLANE_CONNECTION
 from ..core.host import Host
 from ..core.notify import Notifier
-from ..fastpath.kernel import (
-    FastPath,
-    KernelError,
-    PinPaths,
-    abi_constants,
-    bpf_dir,
-    layout_cflags,
-    layout_id,
-)
+from ..fastpath import abi
+from ..fastpath.errors import KernelError
+from ..fastpath.kernel import FastPath
+from ..fastpath.layout import PinPaths
 from ..fastpath.observer import Offload
-from . import fdpass, handover
+from . import directory, fdpass, handover
+from . import state as handover_state
+from .errors import HandoverError
 
 log = logging.getLogger("xdp_bfd")
+
+
+class FastPathOptions(Protocol):
+    """The options the bring-up reads (``app.Options`` has them)."""
+
+    @property
+    def kernel_tx(self) -> Sequence[str]: ...
+    @property
+    def xdp_mode(self) -> str: ...
+    @property
+    def pin(self) -> Path | None: ...
+    @property
+    def deadman_us(self) -> int: ...
+    @property
+    def spread_pass(self) -> bool: ...
+    @property
+    def dplane_mode(self) -> str | None: ...
 
 
 @dataclass
@@ -52,23 +67,22 @@ class Started:
     def restore(self) -> None:
         """Recreate the handed-over sessions in the host (same discriminators, slots, ports)."""
         assert self.state is not None
-        handover.restore(self.host, self.offload, self.state)
+        handover_state.restore(self.host, self.offload, self.state)
 
 
-def start_fast_path(host: Host, notifier: Notifier, args: argparse.Namespace) -> Started:
+def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> Started:
     log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
     pin = plan = None
     if args.pin is not None:
         try:
-            handover.check_bpffs(args.pin)
-            src = bpf_dir()
-            consts = abi_constants(src / "bfd_abi.h")
-            pin = PinPaths(args.pin.resolve(), layout_id(src, layout_cflags(consts["BFD_MAX_SESSIONS"])))
-            plan = handover.plan(pin.root, pin.layout, consts)
-            handover.prepare(pin.root, pin.layout, plan)
-        except (handover.HandoverError, KernelError, OSError) as e:
+            directory.check_bpffs(args.pin)
+            build = abi.load()
+            pin = PinPaths.of_build(args.pin.resolve(), build)
+            plan = directory.plan(pin.root, pin.layout, build)
+            directory.prepare(pin.root, pin.layout, plan)
+        except (HandoverError, KernelError, OSError) as e:
             raise EngineError(str(e)) from None
-    state = None
+    handed = None
     predecessor = None
     marks: list[tuple[str, int]] = []
     try:
@@ -79,19 +93,19 @@ def start_fast_path(host: Host, notifier: Notifier, args: argparse.Namespace) ->
             notifier.main_pid()
             assert pin is not None
             inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
-            gone = handover.request(plan.pid, pin.root, consts)
+            gone = handover.request(plan.pid, pin.root, build)
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
             log.info("pin: engine %d handed over and %s", plan.pid, gone)
             predecessor = plan.pid
             marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
         if plan is not None and plan.kind in ("takeover", "adopt"):
-            state = handover.load(fp)
-            if state is None:
-                fp.reset_tables()
+            handed = handover.load(fp)
+            if handed is None:
+                fp.slots.reset()
             if marks:
                 marks.append(("state read", time.monotonic_ns()))
         if pin is not None:
-            handover.finish(pin.root, pin.layout)
+            directory.finish(pin.root, pin.layout)
         if args.spread_pass:
             # Before the attach: the program must find its cpumap filled.
             try:
@@ -100,13 +114,13 @@ def start_fast_path(host: Host, notifier: Notifier, args: argparse.Namespace) ->
             except KernelError as e:
                 log.warning("kernel-tx: spread-pass unavailable (%s); non-BFD traffic stays on the RX CPU", e)
         for ifname in args.kernel_tx:
-            fp.attach(ifname, args.xdp_mode, replace=plan is not None and plan.kind != "fresh")
-        fp.start_sweep()
+            fp.program.attach(ifname, args.xdp_mode, replace=plan is not None and plan.kind != "fresh")
+        fp.program.start_sweep()
         if marks:
             marks.append(("attached", time.monotonic_ns()))
-        if pin is not None:
-            fp.set_owner(os.getpid(), fp.consts["BFD_OWNER_RUNNING"], 0)
-    except (KernelError, handover.HandoverError) as e:
+        if fp.pinned is not None:
+            fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.RUNNING, 0)
+    except (KernelError, HandoverError) as e:
         raise EngineError(str(e)) from None
     offload = Offload(host, fp)
     host.add_observer(offload)
@@ -115,4 +129,4 @@ def start_fast_path(host: Host, notifier: Notifier, args: argparse.Namespace) ->
         host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
-    return Started(host, offload, state, predecessor, marks)
+    return Started(host, offload, handed, predecessor, marks)

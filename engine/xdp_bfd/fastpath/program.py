@@ -1,0 +1,172 @@
+"""The programs of one bcc module: compiled and verified, attached to interfaces, the sweep started.
+
+Everything here is a ``bcc`` call, and this is the only module that imports
+bcc: lazily, so that an engine without ``--kernel-tx`` (and every tool that
+only reads the ABI) never loads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+from .abi import Abi
+from .errors import KernelError
+from .gate import SWEEP_TICK_NS
+from .layout import PinPaths, layout_cflags
+from .sysinfo import driver_of
+
+log = logging.getLogger("xdp_bfd")
+
+XDP_FLAGS_SKB_MODE = 2  # generic
+XDP_FLAGS_DRV_MODE = 4  # native
+# --spread-pass: frames queued per CPU before the cpumap drops (the kernel's samples use 2048).
+SPREAD_QSIZE = 2048
+
+
+@dataclass
+class Attachment:
+    ifname: str
+    ifindex: int
+    mode: str  # "native" or "generic"
+    flags: int
+
+
+class Program:
+    """The XDP program and the chained sweep programs, compiled from the sources ``abi`` was read from."""
+
+    def __init__(self, abi: Abi, *, max_sessions: int, pin: PinPaths | None) -> None:
+        import bcc  # noqa: PLC0415  (bcc is only needed with --kernel-tx)
+
+        self._bcc = bcc
+        src = abi.header.parent
+        nsweeps = abi.sweep_programs(max_sessions)
+        text = (src / "xdp_bfd.c").read_text() + "\n" + (src / "sweep.c").read_text()
+        cflags = [f"-I{src}", "-Wno-unused-function", *layout_cflags(max_sessions)]
+        if pin is not None:
+            pin.maps.mkdir(exist_ok=True)
+            cflags += pin.cflags()
+        try:
+            self.bpf = bcc.BPF(text=text, cflags=cflags)
+            self.xdp_fn = self.bpf.load_func(b"xdp_bfd_rx", bcc.BPF.XDP)
+            # Loaded (and so verified) now: a successor must fail before it asks anyone to leave.
+            self.sweep_fn = self.bpf.load_func(b"bfd_sweep", bcc.BPF.PERF_EVENT)
+            self.sweep_fns = [
+                self.bpf.load_func(f"bfd_sweep_{i}".encode(), bcc.BPF.PERF_EVENT) for i in range(nsweeps)
+            ]
+            chain = self.bpf["sweep_chain"]
+            for i, fn in enumerate(self.sweep_fns):
+                chain[ctypes.c_int(i)] = ctypes.c_int(fn.fd)
+        except Exception as e:
+            raise KernelError(f"cannot load the XDP program: {e}") from None
+        self.attached: list[Attachment] = []
+
+    # -- attach ---------------------------------------------------------------
+
+    def attach(self, ifname: str, mode: str, *, replace: bool = False) -> Attachment:
+        """``replace``: swap our program in over one already there (a takeover), no gap."""
+        try:
+            ifindex = socket.if_nametoindex(ifname)
+        except OSError:
+            raise KernelError(f"--kernel-tx: no interface {ifname}") from None
+        driver = driver_of(ifname)
+        reason = f"driver {driver or 'unknown'}"
+        if mode == "auto":
+            if driver == "veth":
+                chosen = "generic"
+                reason = "veth: native XDP_TX only reaches a peer that runs XDP too"
+            else:
+                chosen = "native"
+        else:
+            chosen = mode
+        flags = XDP_FLAGS_DRV_MODE if chosen == "native" else XDP_FLAGS_SKB_MODE
+        swapped = False
+        if replace:
+            # The kernel replaces a program attached in the same mode atomically.
+            with contextlib.suppress(Exception):
+                self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+                swapped = True
+        if not swapped:
+            self._detach_any(ifname)
+        try:
+            if not swapped:
+                self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+        except Exception as e:
+            if mode != "auto" or chosen == "generic":
+                raise KernelError(f"cannot attach XDP to {ifname} in {chosen} mode: {e}") from None
+            chosen, flags = "generic", XDP_FLAGS_SKB_MODE
+            reason = f"driver {driver or 'unknown'} has no native XDP"
+            try:
+                self.bpf.attach_xdp(ifname, self.xdp_fn, flags)
+            except Exception as e2:
+                raise KernelError(f"cannot attach XDP to {ifname}: {e2}") from None
+        att = Attachment(ifname, ifindex, chosen, flags)
+        self.attached.append(att)
+        log.info("kernel-tx: XDP attached to %s (%s mode, %s)", ifname, chosen, reason)
+        return att
+
+    def _detach_any(self, ifname: str) -> None:
+        # A crashed engine leaves its program attached (the dead-man gate keeps it
+        # from answering); the next start replaces it whatever mode it was in.
+        for flags in (XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE):
+            with contextlib.suppress(Exception):
+                self._bcc.BPF.remove_xdp(ifname, flags)
+
+    def fill_cpumap(self, cpus: list[int], qsize: int = SPREAD_QSIZE) -> None:
+        """--spread-pass: one cpumap entry per CPU that takes traffic, ``qsize`` frames queued on each."""
+        cpumap, slots = self.bpf["spread_map"], self.bpf["spread_cpu"]
+        try:
+            for i, cpu in enumerate(cpus):
+                cpumap[cpumap.Key(cpu)] = cpumap.Leaf(qsize)
+                slots[slots.Key(i)] = slots.Leaf(cpu)
+        except Exception as e:
+            raise KernelError(f"cannot fill the cpumap: {e}") from None
+
+    def start_sweep(self) -> None:
+        try:
+            self.bpf.attach_perf_event(
+                ev_type=self._bcc.PerfType.SOFTWARE,
+                ev_config=self._bcc.PerfSWConfig.CPU_CLOCK,
+                fn_name=b"bfd_sweep",
+                sample_period=SWEEP_TICK_NS,
+                cpu=-1,
+            )
+        except Exception as e:
+            raise KernelError(f"cannot start the detection sweep: {e}") from None
+
+    def close(self) -> None:
+        for att in self.attached:
+            with contextlib.suppress(Exception):
+                self._bcc.BPF.remove_xdp(att.ifname, att.flags)
+            log.info("kernel-tx: XDP detached from %s", att.ifname)
+        self.attached.clear()
+        with contextlib.suppress(Exception):
+            self.bpf.cleanup()
+
+    # -- stats ----------------------------------------------------------------
+
+    def run_stats(self) -> tuple[int, int]:
+        """(run_cnt, run_time_ns) of the XDP program (needs kernel.bpf_stats_enabled=1)."""
+        # Raw os calls: this runs in a stats dump inside the loop, and the text
+        # I/O stack costs far more than they do with cold caches (after a CPU hog).
+        cnt = ns = 0
+        with contextlib.suppress(OSError):
+            fd = os.open(f"/proc/self/fdinfo/{self.xdp_fn.fd}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                text = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+            for line in text.splitlines():
+                key, _, value = line.partition(b":")
+                if key == b"run_time_ns":
+                    ns = int(value)
+                elif key == b"run_cnt":
+                    cnt = int(value)
+        return cnt, ns
+
+
+__all__ = ["SPREAD_QSIZE", "XDP_FLAGS_DRV_MODE", "XDP_FLAGS_SKB_MODE", "Attachment", "Program"]

@@ -1,0 +1,119 @@
+"""Session slots: the slot each session has in the maps, and the indexes that lead a packet to it.
+
+A slot holds a session's kernel configuration (``slot_cfg``, written by the
+engine) and the kernel's view of it (``slot_state``, written by the
+programs); three indexes map what a packet carries (its addresses, Your
+Discriminator, an echo's peer) to the slot. The sweep's range is the gate's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ipaddress
+from typing import Any
+
+from .errors import KernelError
+from .gate import Gate
+
+
+def mapped16(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bytes:
+    """The 16-byte form the maps use: IPv4 as ::ffff:a.b.c.d."""
+    if addr is None:
+        return bytes(16)
+    if addr.version == 4:
+        return bytes(10) + b"\xff\xff" + addr.packed
+    return addr.packed
+
+
+class Slots:
+    """The slot allocator and the per-session maps of one bcc module."""
+
+    def __init__(self, bpf: Any, gate: Gate, max_sessions: int) -> None:
+        self.cfg = bpf["slot_cfg"]
+        self.state = bpf["slot_state"]
+        self.sessions = bpf["sessions"]
+        self.by_discr = bpf["by_discr"]
+        self.echo_peers = bpf["echo_peers"]
+        self.gate = gate
+        self.max_sessions = max_sessions
+        self._free: list[int] = []
+        self._used: set[int] = set()
+
+    @property
+    def nslots(self) -> int:
+        """Slots ever handed out: the sweep's range, kept in the gate."""
+        return self.gate.nslots
+
+    def alloc(self) -> int:
+        if self._free:
+            slot = self._free.pop()
+        elif self.gate.nslots < self.max_sessions:
+            slot = self.gate.nslots
+            self.gate.nslots += 1
+        else:
+            raise KernelError(f"the fast path holds at most {self.max_sessions} sessions")
+        self._used.add(slot)
+        self.state[self.state.Key(slot)] = self.state.Leaf()
+        self.gate.write()
+        return slot
+
+    def _index_keys(self, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> list:
+        """(table, key) for each index that leads a packet to the session's slot."""
+        k = self.sessions.Key()
+        ctypes.memmove(k.local, mapped16(local), 16)
+        ctypes.memmove(k.peer, mapped16(peer), 16)
+        k.ifindex, k.multihop = ifindex, int(multihop)
+        e = self.echo_peers.Key()
+        ctypes.memmove(e.peer, mapped16(peer), 16)
+        e.ifindex = ifindex
+        return [(self.sessions, k), (self.by_discr, self.by_discr.Key(discr)), (self.echo_peers, e)]
+
+    def install(self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> None:
+        for table, key in self._index_keys(
+            local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
+        ):
+            table[key] = ctypes.c_uint32(slot)
+
+    def uninstall(
+        self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
+    ) -> None:
+        self.cfg[self.cfg.Key(slot)] = self.cfg.Leaf()
+        for table, key in self._index_keys(
+            local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
+        ):
+            with contextlib.suppress(KeyError):
+                del table[key]
+        self._used.discard(slot)
+        self._free.append(slot)
+
+    def write_cfg(self, slot: int, cfg: dict[str, Any]) -> None:
+        leaf = self.cfg.Leaf()
+        for name, value in cfg.items():
+            if isinstance(value, bytes):
+                ctypes.memmove(getattr(leaf, name), value, len(value))
+            else:
+                setattr(leaf, name, value)
+        self.cfg[self.cfg.Key(slot)] = leaf
+
+    def read_state(self, slot: int) -> Any:
+        return self.state[self.state.Key(slot)]
+
+    def adopt(self, nslots: int, used: set[int]) -> None:
+        """Take over the slot table of the engine we replace (its maps are ours now)."""
+        self.gate.nslots = nslots
+        self._used = set(used)
+        self._free = sorted(set(range(nslots)) - self._used, reverse=True)
+        self.gate.write()
+
+    def reset(self) -> None:
+        """Forget whatever sessions the pinned maps hold (state we could not adopt)."""
+        for table in (self.sessions, self.by_discr, self.echo_peers):
+            table.clear()
+        for i in range(self.max_sessions):
+            self.cfg[self.cfg.Key(i)] = self.cfg.Leaf()
+        self.gate.nslots = 0
+        self.gate.write()
+
+
+__all__ = ["Slots", "mapped16"]
