@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
@@ -24,7 +25,7 @@ from .stats.locate import DEFAULT_STATS_PATH
 log = logging.getLogger("xdp_bfd")
 
 
-def _positive_int(name: str, allow_zero: bool = True) -> object:
+def _positive_int(name: str, allow_zero: bool = True) -> Callable[[str], int]:
     def conv(text: str) -> int:
         try:
             v = int(text)

@@ -7,7 +7,7 @@ the listeners, the observers are told); timed callbacks sit in a heap that
 the test advances (:meth:`FakeHost.run_calls`), sockets in a real selector
 (:meth:`FakeHost.spin`). The loop is its own rather than the engine's
 reactor, which opens a signal wake-up socket pair that it never closes.
-tests/unit/test_fakehost.py holds every member to the protocol's
+tests/unit/harness/test_fakehost.py holds every member to the protocol's
 signature, so a Host that grows or changes fails there first.
 
 What it leaves out, on purpose: no packet reaches a wire (each session's

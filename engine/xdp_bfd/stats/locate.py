@@ -155,7 +155,7 @@ def stats_path_from_conf(text: str) -> str | None:
 
 def unit_of(cgroup_text: str) -> str | None:
     """The systemd unit or scope a /proc/PID/cgroup names (cgroup v2 line first)."""
-    paths = []
+    paths: list[str] = []
     for line in cgroup_text.splitlines():
         hier, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")

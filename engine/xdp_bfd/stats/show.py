@@ -90,7 +90,7 @@ def _hop(session: dict[str, Any]) -> str:
 
 
 def session_rows(doc: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for s in doc.get("sessions") or []:
         diag = s.get("diag")
         rows.append(
@@ -218,8 +218,8 @@ def format_counters(doc: dict[str, Any], origin: str | None = None) -> str:
         out += ["", *_block("XDP program (run_* need kernel.bpf_stats_enabled=1)", c["xdp_program"])]
     out += ["", "drops by reason (total: kernel and engine; in XDP: the kernel's part)"]
     if c["drops"]:
-        rows = [(r, str(v["total"]), str(v["xdp"])) for r, v in c["drops"].items()]
-        out += ["  " + line for line in table(("REASON", "TOTAL", "IN XDP"), rows).splitlines()]
+        drops = [(r, str(v["total"]), str(v["xdp"])) for r, v in c["drops"].items()]
+        out += ["  " + line for line in table(("REASON", "TOTAL", "IN XDP"), drops).splitlines()]
     else:
         out.append("  none")
     if c["dplane"] is not None:
@@ -235,7 +235,7 @@ def format_counters(doc: dict[str, Any], origin: str | None = None) -> str:
             ),
         ]
     out += ["", "per session"]
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             _dash(s["peer"]),
             _dash(s["local"]),

@@ -15,7 +15,7 @@ import ipaddress
 import os
 import struct
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from .control import Diag, State
 from .errors import CodecError
@@ -143,7 +143,7 @@ class StateChange:
     desired_tx: int
     required_rx: int
     required_echo_rx: int
-    state: State
+    state: State | int  # a value RFC 5880 does not name stays an int
     diag: Diag | int  # a value RFC 5880 does not name stays an int
     detect_mult: int
 
@@ -250,7 +250,7 @@ def _decode_payload(mtype: MessageType, ident: int, payload: bytes | bytearray) 
     return CountersReply(ident, *fields)
 
 
-def _session_fields(fields: tuple) -> dict[str, object]:
+def _session_fields(fields: tuple) -> dict[str, Any]:
     raw_flags, src, dst, lid, tx, rx, echo_tx, echo_rx, hold, ttl, mult, _zero, ifindex, ifname = fields
     flags = SessionFlags(raw_flags)
     ipv6 = bool(flags & SessionFlags.IPV6)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_session_support import SECOND, bring_up, deliver, drain_events, make, packet, sent
 
+from harness.sessions import SECOND, bring_up, deliver, drain_events, make, packet, sent
 from xdp_bfd.session import Rejected, RemoteParamsChanged, Session, StateChanged
 from xdp_bfd.wire.control import Diag, State
 

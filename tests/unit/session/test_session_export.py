@@ -6,8 +6,8 @@ import pickle
 import random
 
 import pytest
-from test_session_support import LOCAL_DISCR, bring_up, config, deliver, make, packet, sent
 
+from harness.sessions import LOCAL_DISCR, bring_up, config, deliver, make, packet, sent
 from xdp_bfd.session import AuthConfig, Session
 from xdp_bfd.wire import AuthType
 from xdp_bfd.wire.control import State

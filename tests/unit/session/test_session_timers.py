@@ -8,7 +8,8 @@ import statistics
 from typing import Any
 
 import pytest
-from test_session_support import (
+
+from harness.sessions import (
     SECOND,
     bring_up,
     deliver,
@@ -19,7 +20,6 @@ from test_session_support import (
     run_until,
     sent,
 )
-
 from xdp_bfd.session import Session
 from xdp_bfd.session.timers import jittered
 from xdp_bfd.wire.control import State

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_session_support import LOCAL_DISCR, PEER_DISCR, make
 
+from harness.sessions import LOCAL_DISCR, PEER_DISCR, make
 from xdp_bfd.session import Rejected, Session
 from xdp_bfd.session.timers import SLOW_TX_US
 from xdp_bfd.wire.control import ControlPacket, State, decode_control, encode_control

@@ -7,8 +7,8 @@ from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 
 import pytest
-from test_session_support import SECOND, Pair, config, reconfigure
 
+from harness.sessions import SECOND, Pair, config, reconfigure
 from xdp_bfd.session import AuthConfig, Session, StateChanged
 from xdp_bfd.wire.control import AuthType, ControlPacket, Diag, State
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_session_support import (
+from harness.sessions import (
     SECOND,
     bring_up,
     deliver,
@@ -15,7 +15,6 @@ from test_session_support import (
     run_until,
     sent,
 )
-
 from xdp_bfd.session import Session, StateChanged
 from xdp_bfd.wire.control import Diag, State
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from test_session_support import (
+
+from harness.sessions import (
     LOCAL_DISCR,
     SECOND,
     bring_up,
@@ -16,7 +17,6 @@ from test_session_support import (
     sent,
     snapshot,
 )
-
 from xdp_bfd.session import AuthConfig, Rejected, Session
 from xdp_bfd.wire.control import Auth, AuthType, ControlPacket, State, decode_control, encode_control
 

@@ -6,8 +6,8 @@ import random
 from dataclasses import replace
 
 import pytest
-from test_session_support import SECOND, make, packet, reconfigure, run_until, sent
 
+from harness.sessions import SECOND, make, packet, reconfigure, run_until, sent
 from xdp_bfd.session import AuthConfig, Rejected, Session
 from xdp_bfd.session.timers import sequence_in_window
 from xdp_bfd.wire.control import (

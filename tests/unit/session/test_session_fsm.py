@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from test_session_support import (
+
+from harness.sessions import (
     LOCAL_DISCR,
     PEER_DISCR,
     SECOND,
@@ -18,7 +19,6 @@ from test_session_support import (
     run_until,
     sent,
 )
-
 from xdp_bfd.session import Session, StateChanged
 from xdp_bfd.wire.control import Diag, State
 

@@ -6,8 +6,8 @@ import itertools
 import random
 
 import pytest
-from test_session_support import SECOND, Pair, config
 
+from harness.sessions import SECOND, Pair, config
 from xdp_bfd.session import Session
 from xdp_bfd.wire.control import Diag, State
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_GALAXY = Path(sys.executable).with_name("ansible-galaxy")
 
 # What pytest, hypothesis, ruff, mypy, ansible-lint, ansible-core, setuptools

@@ -19,7 +19,7 @@ from xdp_bfd.cli import build_parser
 from xdp_bfd.stats import locate
 from xdp_bfd.stats.locate import DEFAULT_STATS_PATH
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VENV = "/opt/xdp-bfd/venv/bin"
 SIGCGT_USR1 = f"{1 << (signal.SIGUSR1 - 1) | 1 << (signal.SIGTERM - 1):016x}"
 

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_session_support import bring_up, make
 
+from harness.sessions import bring_up, make
 from xdp_bfd.core import netio
 from xdp_bfd.core.host import Callback, Entry
 from xdp_bfd.fastpath import abi
@@ -32,8 +32,8 @@ def counter_names(header: Path) -> list[str]:
     return list(load_abi(header).counters)
 
 
-REPO_BPF = Path(__file__).resolve().parents[2] / "bpf"
-ENGINE = Path(__file__).resolve().parents[2] / "engine" / "xdp_bfd"
+REPO_BPF = Path(__file__).resolve().parents[3] / "bpf"
+ENGINE = Path(__file__).resolve().parents[3] / "engine" / "xdp_bfd"
 
 
 def test_counter_names_come_from_the_header_in_index_order():
