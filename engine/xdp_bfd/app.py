@@ -116,13 +116,13 @@ def run(args: Options) -> int:
             "with the XDP fast path" if started is not None else "in software",
         )
         if args.dplane_mode is not None and args.dplane_addr is not None:  # set together by cli
-            from .dplane import Dataplane  # noqa: PLC0415
+            from .dplane import Dataplane  # noqa: PLC0415  (only with a dataplane option)
 
             dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)
             dataplane.start()
             engine.add_closer(dataplane.close)
         if args.metrics:
-            from .stats.metrics import MetricsServer  # noqa: PLC0415
+            from .stats.metrics import MetricsServer  # noqa: PLC0415  (prometheus_client only with --metrics)
 
             try:
                 engine.add_closer(MetricsServer(engine, args.metrics).close)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ipaddress
+import json
 import logging
 import os
 import signal
@@ -17,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
-from .app import Options
+from .app import Options, run
 from .core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EngineError, UsageError
 from .dplane.address import DplaneAddress, parse_dplane_address
+from .stats import locate, show
 from .stats.locate import DEFAULT_STATS_PATH
 
 log = logging.getLogger("xdp_bfd")
@@ -161,10 +163,6 @@ def show_main(argv: list[str]) -> int:
     # nor count us; find_engines also skips a `show` that has not renamed itself yet.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     set_process_name(b"xdp-bfd-show")
-    import json  # noqa: PLC0415
-
-    from .stats import locate, show  # noqa: PLC0415
-
     try:
         engine = locate.engine_by_pid(args.pid) if args.pid else locate.choose(locate.find_engines())
         where = locate.stats_location(engine)
@@ -200,8 +198,6 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, signal.SIG_IGN)
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
     set_process_name()
-    from .app import run  # noqa: PLC0415  (keeps --help fast, bcc out of usage errors)
-
     try:
         return run(args)
     except EngineError as e:
