@@ -213,7 +213,8 @@ def run(
     topo = Topology()
     pin = work / "pin"
     pin.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "bpf", "bpf", str(pin)], check=True)
+    # Root-only, as the role mounts it: the engine refuses a pin directory others may write.
+    subprocess.run(["mount", "-t", "bpf", "-o", "mode=0700", "bpf", str(pin)], check=True)
     notify = Notify(work / "notify")
     peer = eng = cap = None
     results: list[dict[str, Any]] = out.setdefault("takeovers", [])

@@ -173,10 +173,10 @@ def engine_factory(tmp_path: Path) -> Iterator:
 
 @pytest.fixture
 def pin_dir(tmp_path: Path) -> Iterator[Path]:
-    """A bpffs of the test's own for ``--pin``, unmounted afterwards."""
+    """A bpffs of the test's own for ``--pin``, unmounted afterwards (root-only, as the role mounts it)."""
     d = tmp_path / "pin"
     d.mkdir()
-    subprocess.run(["mount", "-t", "bpf", "bpf", str(d)], check=True)
+    subprocess.run(["mount", "-t", "bpf", "-o", "mode=0700", "bpf", str(d)], check=True)
     try:
         yield d
     finally:
