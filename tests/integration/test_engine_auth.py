@@ -124,6 +124,7 @@ def sessions_file(
         f"  detect_mult: {MULT}\n"
         f"  auth: {{type: {auth_name}, key_id: {KEY_ID}, secret: '{secret.decode()}'}}\n"
     )
+    path.chmod(0o600)  # a file holding a secret readable by others is refused
     return path
 
 

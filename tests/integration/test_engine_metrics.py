@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.frr import bfd_peer_block
@@ -63,3 +64,45 @@ def test_scrape_lists_every_session_and_drop_reason(topo, frr_factory, engine_fa
     lag = families["xdp_bfd_loop_lag_seconds"]
     assert any(s.name.endswith("_count") and s.value > 0 for s in lag.samples)
     assert _scrape(d, 9477, "/other")[0] == "HTTP/1.0 404 Not Found"
+
+
+def _listening(ns, port: int) -> list[str]:
+    """The local addresses of the TCP sockets listening on ``port`` in ``ns`` (ss's view)."""
+    out = ns.run(["ss", "-Htln", f"sport = :{port}"]).stdout
+    return sorted(line.split()[3].rsplit(":", 1)[0] for line in out.splitlines() if line.strip())
+
+
+def _reachable(ns, host: str, port: int) -> bool:
+    s = ns.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(2)
+        s.connect((host, port))
+        return True
+    except (ConnectionRefusedError, TimeoutError):
+        return False
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (":9478", "metrics: serving on 127.0.0.1:9478 (loopback only)", ["127.0.0.1"], False),
+        ("9478", "metrics: serving on 127.0.0.1:9478 (loopback only)", ["127.0.0.1"], False),
+        ("0.0.0.0:9478", "metrics: serving on 0.0.0.0:9478 (all addresses)", ["0.0.0.0"], True),
+        ("[::]:9478", "metrics: serving on [::]:9478 (all addresses)", ["*", "[::]"], True),
+    ],
+    ids=["colon-port", "port", "ipv4-any", "ipv6-any"],
+)
+def test_an_empty_host_serves_loopback_only(topo, engine_factory, case):
+    listen, line, bound, from_peer = case
+    d, p = topo.namespace("d"), topo.namespace("p")
+    a, b = topo.veth(d, "veth-d", p, "veth-p")
+    eng = engine_factory(d, [str(a.ip4), str(b.ip4), "--metrics", listen])
+    eng.wait_log(line)
+    eng.wait_log("bfd: serving")
+    got = _listening(d, 9478)
+    assert got and set(got) <= set(bound), (got, bound)
+    assert _scrape(d, 9478)[0] == "HTTP/1.0 200 OK"
+    # From the peer's namespace, over the link: only when every address was asked for.
+    assert _reachable(p, str(a.ip4), 9478) is from_peer

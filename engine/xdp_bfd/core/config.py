@@ -2,11 +2,17 @@
 
 Parsing is all-or-nothing: one bad entry rejects the whole file with one line
 naming the entry and the field, so a bad SIGHUP reload changes nothing.
+
+Secrets: no message here quotes an ``auth.secret`` value (the tests feed
+every refusal a marked secret), and a file that holds one must be readable by
+its owner only — refused otherwise, as ssh refuses a private key (docs/security.md).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -134,15 +140,45 @@ def _auth(v: Any, where: str) -> AuthConfig | None:
     return AuthConfig(type=kind, key_id=key_id, secret=raw)
 
 
-def load_sessions(path: Path) -> list[SessionConfig]:
+def _read(path: Path) -> tuple[str, int]:
+    """The file's text and its mode, from one open file (the mode is the one of what was read)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
         raise ConfigError(f"{path}: {e.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read()
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        return raw.decode(), mode
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid UTF-8") from None
+
+
+def check_secret_mode(path: Path, mode: int, sessions: list[SessionConfig]) -> None:
+    """A file holding a secret readable by group or others is refused (the owner is who wrote it)."""
+    if stat.S_ISREG(mode) and mode & 0o044 and any(s.auth is not None for s in sessions):
+        raise ConfigError(
+            f"{path}: holds authentication secrets but is readable by others "
+            f"(mode {stat.S_IMODE(mode):04o}); chmod 600 it"
+        )
+
+
+def load_sessions(path: Path) -> list[SessionConfig]:
+    text, mode = _read(path)
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
+        # Only the line and the problem: str(e) would quote the file around the mark.
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}:{at} not valid YAML ({getattr(e, 'problem', e)})") from None
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise ConfigError(f"{path}:{at} not valid YAML ({problem})") from None
     if data is None:
         return []
     if not isinstance(data, list):
@@ -156,4 +192,5 @@ def load_sessions(path: Path) -> list[SessionConfig]:
                 f"{path}[{i}]: same session as entry {seen[key]} (local, peer, interface, multihop)"
             )
         seen[key] = i
+    check_secret_mode(path, mode, sessions)
     return sessions

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -36,32 +38,65 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     Raw os calls, no tempfile or text I/O: this runs inside the loop, and
     after a CPU hog (cold caches) the Python I/O stack alone held it for
-    milliseconds. The temp name is fixed per process; O_EXCL|O_NOFOLLOW so a
-    planted file or symlink there is removed, never written through.
+    milliseconds. Everything happens relative to the directory opened once
+    (``dir_fd``), so what is checked is what is written into:
+
+    - the directory must be one other users cannot rename files in: not
+      writable by group or others unless sticky (``/tmp`` is sticky, a
+      ``chmod 777`` directory is not), and owned by root or by us
+      (:func:`check_directory`); otherwise ``OSError(EPERM)``, nothing written;
+    - the temp name is fixed per process; ``O_EXCL|O_NOFOLLOW``, so a file or
+      symlink another user planted there is removed, never written through;
+    - the rename replaces a symlink at ``path`` itself, never its target.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    name = path.name
+    tmp = f".{name}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, flags, 0o644)
+        dfd = os.open(path.parent, _DIR_FLAGS)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, flags, 0o644)
-    except FileExistsError:
-        os.unlink(tmp)  # left by a write that failed half-way
-        fd = os.open(tmp, flags, 0o644)
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        dfd = os.open(path.parent, _DIR_FLAGS)
     try:
+        check_directory(path.parent, os.fstat(dfd))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            os.fchmod(fd, 0o644)  # whatever the umask: operators' tools read it
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            fd = os.open(tmp, flags, 0o644, dir_fd=dfd)
+        except FileExistsError:
+            os.unlink(tmp, dir_fd=dfd)  # left by a write that failed half-way, or planted
+            fd = os.open(tmp, flags, 0o644, dir_fd=dfd)
+        try:
+            try:
+                os.fchmod(fd, 0o644)  # whatever the umask: operators' tools read it
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    finally:
+        os.close(dfd)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def check_directory(where: Path, st: os.stat_result) -> None:
+    """Refuse a directory in which another user could replace or remove what we write."""
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        raise OSError(
+            errno.EPERM,
+            f"{where} is writable by {'others' if mode & 0o002 else 'its group'} and not sticky "
+            f"(mode {mode:04o}); refusing to write there",
+        )
+    if st.st_uid not in (0, os.geteuid()):
+        raise OSError(
+            errno.EPERM, f"{where} belongs to uid {st.st_uid}, neither root nor us; refusing to write there"
+        )
 
 
 # Wall clock minus monotonic clock, read once: ``up_since`` must be the same

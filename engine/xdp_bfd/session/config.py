@@ -24,6 +24,11 @@ class AuthConfig:
     key_id: int
     secret: bytes
 
+    def __repr__(self) -> str:
+        # Never the secret: a config's repr reaches log lines and exception messages
+        # (SessionConfig's repr holds this one). Equality still compares the secret.
+        return f"AuthConfig(type={self.type!r}, key_id={self.key_id}, secret=<redacted>)"
+
     def __post_init__(self) -> None:
         if self.type == AuthType.NONE:
             raise ValueError("AuthType.NONE is expressed as auth=None")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import ipaddress
 import logging
 import socket
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..core.clock import now_us
 from ..core.host import Loop, Stats
 
 log = logging.getLogger("xdp_bfd")
@@ -31,14 +33,39 @@ log = logging.getLogger("xdp_bfd")
 STATE_VALUES = {"admin_down": 0, "down": 1, "init": 2, "up": 3}
 MAX_REQUEST = 8192
 MAX_CLIENTS = 8
+SEND_DEADLINE_US = 5_000_000  # a client must have read its answer by then
 SESSION_LABELS = ["local", "peer", "ifname", "multihop"]
+LOOPBACK = "127.0.0.1"  # where an empty HOST binds
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--metrics wants HOST:PORT, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """``[HOST]:PORT`` or ``PORT`` → (host, port). No host means loopback: ``:9100`` and ``9100``
+    serve 127.0.0.1 only; every address must be asked for, ``0.0.0.0:9100`` or ``[::]:9100``."""
+    bad = ValueError(f"--metrics wants [HOST]:PORT or PORT, got {text!r}")
+    t = text.strip()
+    host, sep, port = t.rpartition(":")
+    if not sep:
+        host, port = "", t
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise bad
+    if host.startswith("[") or host.endswith("]"):
+        if not (host.startswith("[") and host.endswith("]") and len(host) >= 2):
+            raise bad
+        host = host[1:-1]
+    return host or LOOPBACK, int(port)
+
+
+def reach(addr: str) -> str:
+    """Who can reach a listening address, for the log line."""
+    try:
+        ip = ipaddress.ip_address(addr.split("%", maxsplit=1)[0])
+    except ValueError:
+        return "reachable at that address"
+    if ip.is_unspecified:
+        return "all addresses"
+    if ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback):
+        return "loopback only"
+    return "this address only, not loopback"
 
 
 class StatsCollector(Collector):
@@ -70,6 +97,12 @@ class StatsCollector(Collector):
                     "xdp_bfd_dplane_timers_reports",
                     "Same-state reports that told bfdd a peer's changed timers",
                     dp["timers_reports"],
+                )
+            if "refused" in dp:
+                yield CounterMetricFamily(
+                    "xdp_bfd_dplane_refused",
+                    "Dataplane connections refused (a peer not allowed to speak bfddp)",
+                    dp["refused"],
                 )
         sched = GaugeMetricFamily(
             "xdp_bfd_sched_info", "Scheduling class of the engine loop", labels=["sched"]
@@ -144,24 +177,34 @@ class MetricsServer:
         host, port = parse_listen(listen)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and reach(host) == "all addresses":
+                # [::] is every address of both families, whatever net.ipv6.bindv6only says.
+                self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            self.sock.bind((host, port))
+        except BaseException:
+            self.sock.close()
+            raise
         self.sock.listen(16)
         self.sock.setblocking(False)
         self.pending: dict[socket.socket, bytes] = {}
         self.answering: set[socket.socket] = set()  # waiting for the document
+        self.sending: dict[socket.socket, memoryview] = {}  # the rest of an answer
         self.collector = StatsCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         loop.watch(self.sock, self._accept)
-        log.info("metrics: serving on %s:%d", host, port)
+        bound = self.sock.getsockname()[0]
+        shown = f"[{bound}]" if family == socket.AF_INET6 else bound
+        log.info("metrics: serving on %s:%d (%s)", shown, port, reach(bound))
 
     def _accept(self, _now: int) -> None:
         try:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError):
             return
-        if len(self.pending) + len(self.answering) >= MAX_CLIENTS:
+        if len(self.pending) + len(self.answering) + len(self.sending) >= MAX_CLIENTS:
             conn.close()
             return
         conn.setblocking(False)
@@ -183,6 +226,8 @@ class MetricsServer:
             return
         self._finish(conn)
         if not chunk or b"\r\n\r\n" not in request:
+            with contextlib.suppress(OSError):
+                conn.close()  # gone before it asked, or asked too much
             return
         path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b"/"
         if path.split(b"?")[0] != b"/metrics":
@@ -204,16 +249,41 @@ class MetricsServer:
         self._send(conn, head.encode() + b"\r\n" + body)
 
     def _send(self, conn: socket.socket, response: bytes) -> None:
+        # Never a blocking send: a client that stops reading (a stuck scraper, or
+        # any local user on purpose) would hold the loop that serves the sessions.
+        # What the socket buffer does not take is written as the client reads,
+        # and a client that has not taken it all within SEND_DEADLINE_US is dropped.
+        self.sending[conn] = memoryview(response)
+        self._write(conn)
+        if conn in self.sending:
+            self.loop.watch(conn, lambda _now: self._write(conn), read=False, write=True)
+            self.loop.call_at(now_us() + SEND_DEADLINE_US, lambda _now: self._give_up(conn))
+
+    def _write(self, conn: socket.socket) -> None:
+        view = self.sending.get(conn)
+        if view is None:
+            return
         try:
-            # The body goes to a local socket buffer; bound the rare client that stops reading.
-            conn.settimeout(0.5)
-            conn.sendall(response)
+            while view:
+                view = view[conn.send(view) :]
+        except (BlockingIOError, InterruptedError):
+            self.sending[conn] = view
+            return
         except OSError as e:
             if e.errno not in (errno.EPIPE, errno.ECONNRESET, None):
                 log.debug("metrics: %s", e)
-        finally:
-            with contextlib.suppress(OSError):
-                conn.close()
+        self._hang_up(conn)
+
+    def _give_up(self, conn: socket.socket) -> None:
+        if conn in self.sending:
+            log.debug("metrics: a client took too long to read its answer; closed")
+            self._hang_up(conn)
+
+    def _hang_up(self, conn: socket.socket) -> None:
+        self.sending.pop(conn, None)
+        self.loop.unwatch(conn)
+        with contextlib.suppress(OSError):
+            conn.close()
 
     def _finish(self, conn: socket.socket) -> None:
         self.pending.pop(conn, None)
@@ -226,5 +296,7 @@ class MetricsServer:
         for conn in list(self.answering):
             self.answering.discard(conn)
             conn.close()
+        for conn in list(self.sending):
+            self._hang_up(conn)
         self.loop.unwatch(self.sock)
         self.sock.close()

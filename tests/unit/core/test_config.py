@@ -10,9 +10,10 @@ from xdp_bfd.core.config import ConfigError, load_sessions
 from xdp_bfd.wire.control import AuthType
 
 
-def _load(tmp_path, text):
+def _load(tmp_path, text, mode=0o600):
     p = tmp_path / "s.yml"
     p.write_text(text)
+    p.chmod(mode)
     return load_sessions(p)
 
 
@@ -79,3 +80,69 @@ def test_errors_name_the_entry_and_field(tmp_path, text, needle):
 
 def test_empty_file_is_no_sessions(tmp_path):
     assert _load(tmp_path, "") == []
+
+
+# --- secrets -----------------------------------------------------------------------
+
+MARK = "Zq7-marked-secret"  # 17 bytes: too long for simple and MD5, fine for SHA1
+AUTHED = f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-sha1, key_id: 1, secret: {MARK}}}}}\n"
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o666])
+def test_secrets_readable_by_others_are_refused_with_one_line(tmp_path, mode):
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, AUTHED, mode)
+    assert str(e.value) == (
+        f"{tmp_path / 's.yml'}: holds authentication secrets but is readable by others "
+        f"(mode {mode:04o}); chmod 600 it"
+    )
+    assert MARK not in str(e.value)
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400, 0o700, 0o620])
+def test_secrets_readable_by_the_owner_only_are_accepted(tmp_path, mode):
+    (s,) = _load(tmp_path, AUTHED, mode)
+    assert s.auth is not None and s.auth.secret == MARK.encode()
+
+
+def test_a_file_without_secrets_may_be_read_by_anyone(tmp_path):
+    (s,) = _load(tmp_path, "- {local: 198.19.0.1, peer: 198.19.0.2}\n", 0o644)
+    assert s.auth is None
+
+
+def test_the_mode_checked_is_the_target_of_a_symlink(tmp_path):
+    real = tmp_path / "real.yml"
+    real.write_text(AUTHED)
+    real.chmod(0o644)
+    link = tmp_path / "link.yml"
+    link.symlink_to(real)
+    with pytest.raises(ConfigError, match="readable by others"):
+        load_sessions(link)
+    real.chmod(0o600)
+    assert load_sessions(link)[0].auth is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Every refusal of an entry that carries the marked secret, and of the secret itself.
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: simple, secret: {MARK}}}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-md5, secret: {MARK}}}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: rot13, secret: {MARK}}}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-sha1, key_id: 300, secret: {MARK}}}}}\n",  # noqa: E501
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-sha1, secret: {MARK}, extra: 1}}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-sha1, secret: [{MARK}]}}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {MARK}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, detect_mult: 0, auth: {{type: keyed-sha1, secret: {MARK}}}}}\n",  # noqa: E501
+        f"- {{local: 198.19.0.1, peer: fd00::2, auth: {{type: keyed-sha1, secret: {MARK}}}}}\n",
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-sha1, secret: {MARK}}}}}\n" * 2,
+        # Broken YAML right at the secret: the message gives the line, never the text around it.
+        f"- {{local: 198.19.0.1, peer: 198.19.0.2, auth: {{type: keyed-sha1, secret: '{MARK}}}}}\n",
+        f"- local: 198.19.0.1\n  auth: {{secret: {MARK}\n\t- x\n",
+    ],
+)
+def test_no_refusal_quotes_the_secret(tmp_path, text):
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, text)
+    assert MARK not in str(e.value) and MARK[:6] not in str(e.value), str(e.value)
+    assert MARK not in repr(e.value)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+import time
+
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from xdp_bfd.stats.metrics import StatsCollector
+from xdp_bfd.stats import metrics
+from xdp_bfd.stats.metrics import StatsCollector, parse_listen, reach
 
 
 def _exposed(doc: dict) -> dict:
@@ -38,3 +44,187 @@ def test_timers_reports_are_a_counter_beside_the_connection():
 def test_without_a_dataplane_neither_is_exposed():
     got = _exposed(_doc(None))
     assert "xdp_bfd_dplane_connected" not in got and "xdp_bfd_dplane_timers_reports_total" not in got
+
+
+def test_dplane_refused_is_a_counter_when_the_section_has_it():
+    got = _exposed(_doc({"connected": False, "refused": 4}))
+    assert got["xdp_bfd_dplane_refused_total"] == 4.0
+    assert got["xdp_bfd_dplane_connected"] == 0.0
+
+
+def test_dplane_refused_is_absent_without_the_key():
+    got = _exposed(_doc({"connected": True, "timers_reports": 0}))
+    assert "xdp_bfd_dplane_refused_total" not in got
+    assert "xdp_bfd_dplane_refused_total" not in _exposed(_doc(None))
+
+
+# --- where the endpoint listens ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("9100", ("127.0.0.1", 9100)),
+        (":9100", ("127.0.0.1", 9100)),
+        ("[]:9100", ("127.0.0.1", 9100)),
+        (" :9100 ", ("127.0.0.1", 9100)),
+        ("127.0.0.1:9100", ("127.0.0.1", 9100)),
+        ("0.0.0.0:9100", ("0.0.0.0", 9100)),
+        ("[::]:9100", ("::", 9100)),
+        ("[::1]:9464", ("::1", 9464)),
+        ("192.0.2.7:9100", ("192.0.2.7", 9100)),
+        ("localhost:65535", ("localhost", 65535)),
+    ],
+)
+def test_parse_listen_defaults_to_loopback(text, want):
+    assert parse_listen(text) == want
+
+
+@pytest.mark.parametrize(
+    "text", ["", ":", "host:", "9100:x", ":0", "0", "65536", ":99999", "[::1:9100", "::1]:9100", "٩١٠٠"]
+)
+def test_parse_listen_refuses_with_the_text(text):
+    with pytest.raises(ValueError, match=r"--metrics wants \[HOST\]:PORT or PORT, got "):
+        parse_listen(text)
+
+
+@pytest.mark.parametrize(
+    ("addr", "want"),
+    [
+        ("127.0.0.1", "loopback only"),
+        ("127.0.0.53", "loopback only"),
+        ("::1", "loopback only"),
+        ("::ffff:127.0.0.1", "loopback only"),
+        ("0.0.0.0", "all addresses"),
+        ("::", "all addresses"),
+        ("192.0.2.7", "this address only, not loopback"),
+        ("fe80::1%eth0", "this address only, not loopback"),
+    ],
+)
+def test_reach_names_who_can_connect(addr, want):
+    assert reach(addr) == want
+
+
+class _Loop:
+    def __init__(self) -> None:
+        self.watched: list = []
+
+    def watch(self, sock, cb, *, read=True, write=False) -> None:
+        self.watched.append(sock)
+
+    def unwatch(self, sock) -> None:
+        self.watched.remove(sock)
+
+
+@pytest.mark.parametrize(
+    ("listen", "bound", "line"),
+    [
+        (":0", "127.0.0.1", "metrics: serving on 127.0.0.1:{port} (loopback only)"),
+        ("0", None, None),  # port 0 is refused: an operator means a port
+        ("127.0.0.1:0", "127.0.0.1", "metrics: serving on 127.0.0.1:{port} (loopback only)"),
+        ("0.0.0.0:0", "0.0.0.0", "metrics: serving on 0.0.0.0:{port} (all addresses)"),
+        ("[::1]:0", "::1", "metrics: serving on [::1]:{port} (loopback only)"),
+        ("[::]:0", "::", "metrics: serving on [::]:{port} (all addresses)"),
+    ],
+)
+def test_server_binds_and_logs_where(listen, bound, line, caplog):
+    # Port 0 is refused by parse_listen: pick a free port and ask for it by number.
+    if bound is None:
+        with pytest.raises(ValueError):
+            metrics.MetricsServer(_Loop(), listen)
+        return
+    fam = socket.AF_INET6 if ":" in bound else socket.AF_INET
+    probe = socket.socket(fam, socket.SOCK_STREAM)
+    probe.bind((bound, 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    loop = _Loop()
+    with caplog.at_level(logging.INFO, logger="xdp_bfd"):
+        server = metrics.MetricsServer(loop, listen.replace(":0", f":{port}"))
+    try:
+        assert server.sock.getsockname()[:2] == (bound, port)
+        if bound == "::":
+            assert server.sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 0
+        assert line.format(port=port) in caplog.messages, caplog.messages
+        assert loop.watched == [server.sock]
+    finally:
+        server.close()
+    assert loop.watched == []
+
+
+class _RecordingLoop(_Loop):
+    """Also records what is watched for writing and the calls asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.callbacks: dict = {}
+        self.calls: list = []
+
+    def watch(self, sock, cb, *, read=True, write=False) -> None:
+        if sock not in self.watched:
+            self.watched.append(sock)
+        self.callbacks[sock] = (cb, read, write)
+
+    def unwatch(self, sock) -> None:
+        if sock in self.watched:
+            self.watched.remove(sock)
+        self.callbacks.pop(sock, None)
+
+    def call_at(self, deadline_us, cb) -> None:
+        self.calls.append((deadline_us, cb))
+
+
+def _connected(server: metrics.MetricsServer, rcvbuf: int = 4096) -> tuple[socket.socket, socket.socket]:
+    client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    client.connect(server.sock.getsockname())
+    server._accept(0)
+    (conn,) = server.pending
+    return client, conn
+
+
+def test_a_client_that_does_not_read_never_holds_the_loop():
+    loop = _RecordingLoop()
+    server = metrics.MetricsServer(loop, "127.0.0.1:" + str(_free_port()))
+    try:
+        client, conn = _connected(server)
+        big = b"x" * (8 << 20)  # far more than both socket buffers hold
+        started = time.monotonic()
+        server._send(conn, big)
+        assert time.monotonic() - started < 0.2  # returned at once, the rest pending
+        assert conn in server.sending and loop.callbacks[conn][1:] == (False, True)
+        ((deadline, give_up),) = loop.calls
+        assert deadline - metrics.now_us() > 4_000_000
+        # The client reads everything, the loop writing whenever the socket takes more.
+        client.settimeout(5)
+        got = bytearray()
+        while len(got) < len(big):
+            got += client.recv(1 << 16)
+            if conn in server.sending:
+                loop.callbacks[conn][0](0)
+        assert bytes(got) == big and conn not in server.sending and conn not in loop.watched
+        assert client.recv(1) == b""  # closed after the answer
+        give_up(0)  # the deadline, after the answer: nothing left to do
+        client.close()
+    finally:
+        server.close()
+
+
+def test_a_client_that_never_reads_is_dropped_at_the_deadline():
+    loop = _RecordingLoop()
+    server = metrics.MetricsServer(loop, "127.0.0.1:" + str(_free_port()))
+    try:
+        client, conn = _connected(server)
+        server._send(conn, b"x" * (8 << 20))
+        ((_deadline, give_up),) = loop.calls
+        give_up(0)
+        assert server.sending == {} and conn.fileno() == -1 and conn not in loop.watched
+        client.close()
+    finally:
+        server.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
