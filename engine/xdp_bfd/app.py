@@ -95,7 +95,7 @@ def run(args: Options) -> int:
             log.warning("pin: --pin keeps the fast path's state; without --kernel-tx it does nothing")
         engine.open_receivers()
         if started is not None and started.state is not None:
-            started.restore()
+            started.restore([cfg for cfg, _origin in sessions])
             engine.mark("sessions restored")
             # The arguments may have changed with the upgrade: the file and the
             # command line say what runs now; adopted sessions they no longer

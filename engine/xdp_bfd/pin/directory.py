@@ -2,7 +2,8 @@
 
 ``ROOT/owner`` is every build's: the owner record (which engine, running or
 handed over, how long its state is). ``ROOT/<layout id>/`` holds one build's
-maps. A starting engine reads the record before it compiles (:func:`plan`),
+maps. A starting engine checks that only root can have written any of it
+(:func:`check_trusted`), reads the record before it compiles (:func:`plan`),
 clears what it must not open (:func:`prepare`) and, once it owns the
 directory, what other builds left (:func:`finish`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,53 @@ def check_bpffs(root: Path) -> None:
         raise HandoverError(f"--pin {root} is not a bpffs (mount -t bpf bpf {root})")
     if '"' in str(root) or "\\" in str(root):
         raise HandoverError(f"--pin {root}: the path may not contain quotes or backslashes")
+
+
+def _check_owned_by_root(path: Path) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # nothing there to trust (yet)
+    except OSError as e:
+        raise HandoverError(f"--pin: {path}: {e.strerror}") from None
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        raise HandoverError(f"--pin: {path} is a symbolic link (owner uid {st.st_uid}); refusing to use it")
+    if st.st_uid != 0 or mode & 0o022:
+        raise HandoverError(
+            f"--pin: {path} is owned by uid {st.st_uid} with mode {mode:04o}: it must be owned by root "
+            "and not writable by group or others (mount -t bpf -o mode=0700); refusing to use it"
+        )
+
+
+def check_trusted(root: Path, layout: str) -> None:
+    """Refuse (HandoverError, one line) a pin directory someone other than root could have written.
+
+    The directory, the owner record, this build's layout directory and every
+    map in it: what the engine opens by path and reads. Other builds' layout
+    directories are only ever removed.
+    """
+    ours = root / layout
+    paths = [root, root / "owner", ours]
+    if ours.is_dir() and not ours.is_symlink():
+        try:
+            paths += sorted(ours.iterdir())
+        except OSError as e:
+            raise HandoverError(f"--pin: {ours}: {e.strerror}") from None
+    for path in paths:
+        _check_owned_by_root(path)
+
+
+def make_layout_dir(root: Path, layout: str) -> None:
+    """This build's map directory, root's only (0700 whatever the umask), unless it is there."""
+    ours = root / layout
+    try:
+        ours.mkdir(mode=0o700)
+    except FileExistsError:
+        return  # checked by check_trusted
+    except OSError as e:
+        raise HandoverError(f"--pin: {ours}: {e.strerror}") from None
+    os.chmod(ours, 0o700)
 
 
 @dataclass(frozen=True)
@@ -130,9 +179,11 @@ __all__ = [
     "Owner",
     "Plan",
     "check_bpffs",
+    "check_trusted",
     "finish",
     "is_engine",
     "layout_dirs",
+    "make_layout_dir",
     "plan",
     "prepare",
     "read_owner",

@@ -121,14 +121,23 @@ def request(pid: int, root: Path, abi: Abi) -> Departure:
     return Departure((t1 - t0) / 1e6, (done - t0) / 1e6 if t0 <= done <= t1 else None, t0, prepared_ms)
 
 
-def load(fp: FastPath) -> dict[str, Any] | None:
+def load(fp: FastPath) -> state.Handed | None:
     """Once the old engine is gone: the state it handed over, or None (and why, logged)."""
     assert fp.pin is not None and fp.pinned is not None
     owner = read_owner(fp.pin.root, fp.abi)
     if not owner or owner.state != fp.abi.OwnerState.HANDED_OVER or not owner.blob_len:
         log.warning("pin: the engine left without handing over its state; starting fresh")
         return None
-    return state.decode(fp.pinned.read_blob(owner.blob_len))
+    limit = min(state.MAX_BLOB, fp.abi.handover_chunk * fp.abi.handover_chunks)
+    if owner.blob_len > limit:
+        log.warning(
+            "pin: the handed-over state is refused: the owner record says %d bytes, more than the %d "
+            "a state may have; starting fresh",
+            owner.blob_len,
+            limit,
+        )
+        return None
+    return state.decode(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions)
 
 
 # --- the running engine -----------------------------------------------------------------
@@ -138,7 +147,7 @@ def warm_up(host: Host, offload: Offload) -> None:
     """PREPARE_SIGNAL: encode the state once for nothing (warm caches), then say so in the owner record.
 
     The engine still serves meanwhile, so this goes in paced steps like a stats
-    dump (a stats document, then the sessions pickled a slice at a time): in
+    dump (a stats document, then the sessions encoded a slice at a time): in
     one piece, with cold caches, it would hold the loop far longer than a step
     of a dump may, and many times longer under a reservation.
     """
@@ -158,7 +167,7 @@ def hand_over(host: Host, offload: Offload) -> None:
     fp = offload.fp
     assert fp.pin is not None and fp.pinned is not None
     t0 = time.monotonic_ns()
-    # No collection while the state is pickled: thousands of fresh containers
+    # No collection while the state is encoded: thousands of fresh containers
     # would trigger several, and this process either exits in a moment or
     # goes back to serving (then the collector comes back).
     gc.disable()

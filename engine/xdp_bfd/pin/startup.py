@@ -11,10 +11,10 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..core.errors import EngineError
 from ..core.handoff import DPLANE_CONNECTION
@@ -25,6 +25,7 @@ from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
 from ..fastpath.observer import Offload
+from ..session import SessionConfig
 from . import directory, fdpass, handover
 from . import state as handover_state
 from .errors import HandoverError
@@ -55,7 +56,7 @@ class Started:
 
     host: Host
     offload: Offload
-    state: dict[str, Any] | None = None
+    state: handover_state.Handed | None = None
     predecessor: int | None = None
     # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on (empty outside one).
     marks: list[tuple[str, int]] = field(default_factory=list)
@@ -64,10 +65,14 @@ class Started:
         if self.marks:
             self.marks.append((phase, time.monotonic_ns()))
 
-    def restore(self) -> None:
-        """Recreate the handed-over sessions in the host (same discriminators, slots, ports)."""
+    def restore(self, configs: Iterable[SessionConfig] = ()) -> None:
+        """Recreate the handed-over sessions in the host (same discriminators, slots, ports).
+
+        ``configs`` is this engine's configuration (file and command line): the
+        secrets of authenticated sessions come from there, never from the state.
+        """
         assert self.state is not None
-        handover_state.restore(self.host, self.offload, self.state)
+        handover_state.restore(self.host, self.offload, self.state, configs)
 
 
 def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> Started:
@@ -78,8 +83,10 @@ def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> St
             directory.check_bpffs(args.pin)
             build = abi.load()
             pin = PinPaths.of_build(args.pin.resolve(), build)
+            directory.check_trusted(pin.root, pin.layout)  # before anything in it is read
             plan = directory.plan(pin.root, pin.layout, build)
             directory.prepare(pin.root, pin.layout, plan)
+            directory.make_layout_dir(pin.root, pin.layout)
         except (HandoverError, KernelError, OSError) as e:
             raise EngineError(str(e)) from None
     handed = None

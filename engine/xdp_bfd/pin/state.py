@@ -3,42 +3,64 @@
 Per session: the shell's fields (``_ENTRY_FIELDS``), its drop counts, the last
 packet it accepted, its source port, its configuration, the state machine
 (``Session.export()``, in ``Session.STATE_FIELDS`` order) and the dataplane's
-bookkeeping for it. The whole is pickled and compressed: pickle because the
-old engine is gone only once this is written, and it encodes much faster
-than JSON. The blob lives in a root-only pinned map that only a process
-holding CAP_BPF could have written.
+bookkeeping for it.
+
+Format 3 is data only: a header (magic ``XBFS``, the version, the length of
+what follows) and JSON of lists, in the fingerprint's field order, nothing but
+numbers, strings, booleans and null. Nothing a successor reads can run code:
+whoever can write the pinned map can at most make the successor start fresh.
+The decoder is total, like the packet codec: it returns the state or raises
+:class:`Refused` naming the first field (and session) that is not what this
+build writes: a type, a range, an enum member, an address, a length. The
+blob is at most :data:`MAX_BLOB` bytes and :data:`MAX_SESSIONS` sessions.
+
+Secrets are not at rest: an authenticated session's configuration carries
+its key's type and ID, never the secret; the successor takes the secret from
+its own configuration (:func:`restore`). The last packet a session accepted
+is kept only when it has no authentication section (a simple password
+travels in clear; the fast path never uses such a packet anyway).
 
 A fingerprint of the field names names the format: a successor whose fields
-differ starts fresh rather than misread the state. The format changes only
-under a new version, which the next build still reads beside the old one
-(this one reads format 1 too).
+differ starts fresh rather than misread the state. Formats 1 and 2 (pickle)
+are no longer read: a successor that finds one says so and starts fresh.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import ipaddress
+import json
 import logging
 import operator
 import os
-import pickle
+import struct
 import zlib
 from collections import Counter
-from collections.abc import Generator
-from dataclasses import fields
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..core.clock import now_us
 from ..core.handoff import DPLANE_SESSIONS
 from ..core.host import Entry, Host
 from ..fastpath.observer import Offload
-from ..session import Session, SessionConfig
+from ..session import AuthConfig, Session, SessionConfig
+from ..wire.control import AuthType, ControlPacket, Diag, Flag, State
 
 log = logging.getLogger("xdp_bfd")
 
-# 2: per session, value tuples in the fingerprint's field order (1 had dicts,
-# slower to encode). A successor reads both.
-FORMAT_VERSION = 2
+# 3: data only (JSON of lists behind a binary header). 1 and 2 were pickles and are refused.
+FORMAT_VERSION = 3
+MAGIC = b"XBFS"
+_HEADER = struct.Struct("!4sHI")  # magic, version, length of the JSON text that follows
+# Bounds: the pinned map holds 4 MiB (the header's chunk size times its chunk count, abi.py)
+# and the fast path 4096 sessions (its session limit); a session takes about 450 bytes.
+MAX_BLOB = 4 << 20
+MAX_SESSIONS = 4096
+MAX_RAW = 255  # a control packet's Length is one byte: what the fast path can compare
+MAX_DROP_REASONS = 64
+MAX_NAME = 64  # a drop reason's length
 
 _ENTRY_FIELDS = (
     "origin",
@@ -53,6 +75,16 @@ _ENTRY_FIELDS = (
     "last_detection_overshoot_us",
 )
 _entry_values = operator.attrgetter(*_ENTRY_FIELDS)
+# The configuration as saved: SessionConfig's fields in order, ``auth`` as [type, key ID].
+_CONFIG_FIELDS = tuple(f.name for f in fields(SessionConfig))
+# _last_content: the packet we last sent minus P, F and auth (it never carries one).
+_PACKET_FIELDS = tuple(f.name for f in fields(ControlPacket) if f.name != "auth")
+_packet_values = operator.attrgetter(*_PACKET_FIELDS)
+# The dataplane's bookkeeping of one session (dplane/resume.py handover_doc).
+_DP_REQUIRED = ("min_echo_tx_us", "cbit")
+_DP_KEYS = (*_DP_REQUIRED, "held_until_us", "lid", "reported", "told", "state")
+_ORIGINS = ("cli", "file", "dplane")
+_AUTH_BIT = int(Flag.AUTH)
 
 
 @functools.cache
@@ -60,7 +92,12 @@ def fingerprint(version: int = FORMAT_VERSION) -> str:
     """Changes whenever the saved fields change, so an incompatible successor starts fresh."""
     names = list(Session.STATE_FIELDS)
     names += [f.name for f in fields(SessionConfig)] + list(_ENTRY_FIELDS) + [str(version)]
+    if version >= 3:
+        names += [*_PACKET_FIELDS, *_DP_KEYS]
     return hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+
+
+# --- encoding (the old engine, on its way out) ---------------------------------------
 
 
 def _bookkeeping(host: Host) -> dict[int, Any]:
@@ -68,34 +105,89 @@ def _bookkeeping(host: Host) -> dict[int, Any]:
     return host.handoff.section(DPLANE_SESSIONS) or {}
 
 
-def _record(entry: Entry, dp: Any) -> tuple:
-    """One session's part of the state (format 2: values in field order, taken in C by the getters)."""
-    return (
+# A configuration changes rarely and its record never: kept by identity (the
+# object itself held, so its id is not reused) and warmed by rehearse().
+_config_records: dict[int, tuple[SessionConfig, list[Any]]] = {}
+
+
+def _config_record(c: SessionConfig) -> list[Any]:
+    hit = _config_records.get(id(c))
+    if hit is not None and hit[0] is c:
+        return hit[1]
+    auth = None if c.auth is None else [int(c.auth.type), c.auth.key_id]  # never the secret
+    record = [
+        None if c.local is None else c.local.packed.hex(),
+        c.peer.packed.hex(),
+        c.interface,
+        c.multihop,
+        c.min_tx_us,
+        c.min_rx_us,
+        c.detect_mult,
+        c.echo_us,
+        c.passive,
+        c.minimum_ttl,
+        c.shutdown,
+        c.demand,
+        auth,
+    ]
+    if len(_config_records) >= 2 * MAX_SESSIONS:
+        _config_records.clear()
+    _config_records[id(c)] = (c, record)
+    return record
+
+
+_LAST_CONTENT = Session.STATE_FIELDS.index("_last_content")
+
+
+def _session_values(s: Session) -> list[Any]:
+    values = list(s.export())
+    content = values[_LAST_CONTENT]
+    if content is not None:
+        values[_LAST_CONTENT] = list(_packet_values(content))
+    return values
+
+
+def _raw(entry: Entry) -> str:
+    raw = entry.last_rx_raw
+    if entry.session.config.auth is not None or (len(raw) > 1 and raw[1] & _AUTH_BIT):
+        return ""  # a simple password travels in clear; the fast path compares no such packet
+    return raw[:MAX_RAW].hex()
+
+
+def _record(entry: Entry, dp: Any) -> list[Any]:
+    """One session's part of the state (format 3: values in field order)."""
+    return [
         _entry_values(entry),
-        dict(entry.drops),
-        entry.last_rx_raw,
+        entry.drops,
+        _raw(entry),
         entry.tx.sport,
-        entry.session.config,
-        entry.session.export(),
+        _config_record(entry.session.config),
+        _session_values(entry.session),
         dp,
-    )
+    ]
 
 
-def _pack(obj: Any) -> bytes:
-    return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
+def _dump(obj: Any) -> bytes:
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(text)) + text
 
 
 def encode(host: Host, nslots: int) -> bytes:
-    """The state of every session of ``host``, pickled and compressed."""
+    """The state of every session of ``host`` (ValueError beyond the format's bounds)."""
+    if len(host.sessions) > MAX_SESSIONS:
+        raise ValueError(f"{len(host.sessions)} sessions, the state holds at most {MAX_SESSIONS}")
     dp = _bookkeeping(host)
-    return _pack(
-        {
-            "format": fingerprint(),
-            "pid": os.getpid(),
-            "nslots": nslots,
-            "sessions": [_record(entry, dp.get(discr)) for discr, entry in host.sessions.items()],
-        }
+    blob = _dump(
+        [
+            fingerprint(),
+            os.getpid(),
+            nslots,
+            [_record(entry, dp.get(discr)) for discr, entry in host.sessions.items()],
+        ]
     )
+    if len(blob) > MAX_BLOB:
+        raise ValueError(f"a state of {len(blob)} bytes, the format holds at most {MAX_BLOB}")
+    return blob
 
 
 def rehearse(host: Host, per_step: int) -> Generator[None, None, None]:
@@ -103,62 +195,601 @@ def rehearse(host: Host, per_step: int) -> Generator[None, None, None]:
     dp = _bookkeeping(host)
     entries = list(host.sessions.items())
     for i in range(0, len(entries), per_step):
-        _pack([_record(e, dp.get(d)) for d, e in entries[i : i + per_step]])
+        _dump([_record(e, dp.get(d)) for d, e in entries[i : i + per_step]])
         yield
 
 
-def decode(blob: bytes) -> dict[str, Any] | None:
-    """The state, or None (and why, logged) when this build cannot use it."""
+# --- decoding (the successor) ---------------------------------------------------------
+
+
+class Refused(Exception):
+    """The blob is not a state this build reads; the message says why (one log line)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One handed-over session, every value checked."""
+
+    entry: dict[str, Any]  # _ENTRY_FIELDS by name
+    drops: dict[str, int]
+    last_rx_raw: bytes
+    sport: int
+    config: SessionConfig  # without auth: see ``auth``
+    auth: tuple[AuthType, int] | None  # the key's type and ID; the secret is the successor's
+    state: dict[str, Any]  # Session.STATE_FIELDS by name
+    dp: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Handed:
+    """The state a predecessor handed over."""
+
+    pid: int
+    nslots: int
+    sessions: list[Record]
+
+
+Check = Callable[[Any], Any]  # the value as restored, or raise _Bad(what was expected)
+
+
+class _Bad(Exception):
+    pass
+
+
+# Plain integers and booleans, the bulk of a session, are checked inline by _values
+# (a call per value would double the decoding time): their checks say what they are.
+_INT, _BOOL, _OTHER = 0, 1, 2
+
+
+def _ints(lo: int, hi: int) -> Check:
+    def check(v: Any) -> Any:
+        if type(v) is not int or not lo <= v <= hi:
+            raise _Bad(f"expected an integer {lo}..{hi}")
+        return v
+
+    check.plan = (_INT, lo, hi, False)  # type: ignore[attr-defined]
+    return check
+
+
+def _optional(inner: Check) -> Check:
+    def check(v: Any) -> Any:
+        return None if v is None else inner(v)
+
+    kind, lo, hi, _ = getattr(inner, "plan", (_OTHER, 0, 0, False))
+    check.plan = (kind, lo, hi, True)  # type: ignore[attr-defined]
+    return check
+
+
+def _boolean(v: Any) -> Any:
+    if type(v) is not bool:
+        raise _Bad("expected true or false")
+    return v
+
+
+_boolean.plan = (_BOOL, 0, 0, False)  # type: ignore[attr-defined]
+
+
+class Plan:
+    """How the fields of one list are checked: plain integers and booleans all at once, in C — the
+    types of the whole list against those seen valid before, the integers' ranges by one
+    ``struct.pack`` — and the rest one by one by their checks. (A call per value doubled the time.)"""
+
+    def __init__(self, names: Sequence[str], checks: Sequence[Check]) -> None:
+        self.names, self.checks = tuple(names), tuple(checks)
+        self.plain: list[tuple[int, int, str, bool]] = []  # index, kind, struct code, optional
+        self.others: list[tuple[int, str, Check]] = []
+        for i, (name, c) in enumerate(zip(names, checks, strict=True)):
+            kind, lo, hi, optional = getattr(c, "plan", (_OTHER, 0, 0, False))
+            code = _CODES.get((lo, hi), "") if kind == _INT else "?"
+            if kind == _OTHER or not code:
+                self.others.append((i, name, c))
+            else:
+                self.plain.append((i, kind, code, optional))
+        # The types of a valid list, as tuple(map(type, values)) -> what packs its integers.
+        self.shapes: dict[tuple[type, ...], tuple[Callable[[list[Any]], Sequence[Any]], str]] = {}
+
+    def plain_ok(self, values: list[Any]) -> bool:
+        shape = tuple(map(type, values))
+        known = self.shapes.get(shape)
+        if known is None:
+            known = self._learn(shape)
+            if known is None:
+                return False
+        get, fmt = known
+        try:
+            struct.pack(fmt, *get(values))
+        except struct.error:
+            return False
+        return True
+
+    def _learn(self, shape: tuple[type, ...]) -> tuple[Callable[[list[Any]], Sequence[Any]], str] | None:
+        ints, fmt = [], "="
+        for i, kind, code, optional in self.plain:
+            t = shape[i]
+            if optional and t is _NONE:
+                continue
+            if t is not (int if kind == _INT else bool):
+                return None
+            if kind == _INT:
+                ints.append(i)
+                fmt += code
+        if len(self.shapes) >= 256:  # a shape per combination of absent values: few
+            self.shapes.clear()
+        self.shapes[shape] = known = (_getter(ints), fmt)
+        return known
+
+
+_NONE = type(None)
+_CODES = {(0, 255): "B", (0, 65535): "H", (0, (1 << 32) - 1): "I", (0, (1 << 64) - 1): "Q"}
+_CODES[-(1 << 63), (1 << 63) - 1] = "q"
+
+
+def _getter(idx: list[int]) -> Callable[[list[Any]], Sequence[Any]]:
+    if not idx:
+        return lambda _values: ()
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda values: (values[i],)
+    return operator.itemgetter(*idx)
+
+
+def _plan(names: Sequence[str], checks: Sequence[Check]) -> Plan:
+    return Plan(names, checks)
+
+
+def _member(enum: Any) -> Check:
+    members = {int(m): m for m in enum}
+
+    def check(v: Any) -> Any:
+        m = members.get(v) if type(v) is int else None
+        if m is None:
+            raise _Bad(f"expected a {enum.__name__} ({min(members)}..{max(members)})")
+        return m
+
+    return check
+
+
+def _diag_code(v: Any) -> Any:
+    """A peer's Diag: a member, or the unassigned 5-bit code the codec keeps as an int."""
+    if type(v) is not int or not 0 <= v <= 31:
+        raise _Bad("expected a Diag code 0..31")
+    return Diag(v) if v in Diag._value2member_map_ else v
+
+
+def _text(max_len: int) -> Check:
+    def check(v: Any) -> Any:
+        if type(v) is not str or not 0 < len(v) <= max_len:
+            raise _Bad(f"expected a string of 1..{max_len} characters")
+        return v
+
+    return check
+
+
+def _one_of(choices: Sequence[str]) -> Check:
+    def check(v: Any) -> Any:
+        if v not in choices or type(v) is not str:
+            raise _Bad(f"expected one of {', '.join(choices)}")
+        return v
+
+    return check
+
+
+def _list(v: Any, n: int) -> list[Any]:
+    if type(v) is not list or len(v) != n:
+        raise _Bad(f"expected a list of {n}")
+    return v
+
+
+def _checked(plan: Plan, v: Any) -> dict[str, Any]:
+    """``v``, a list in the plan's order, checked value by value: by name (_Bad names the field)."""
+    values = _list(v, len(plan.names))
+    if not plan.plain_ok(values):
+        _first_bad(plan, values)
+    out = dict(zip(plan.names, values, strict=True))
+    for i, name, check in plan.others:
+        try:
+            out[name] = check(values[i])
+        except _Bad as e:
+            raise _field(name, e, values[i]) from None
+    return out
+
+
+def _field(name: str, e: _Bad, value: Any) -> _Bad:
+    """``e`` as the problem of field ``name`` (".name: what, got value"; nested: ".name.inner: ...")."""
+    text = str(e)
+    return _Bad(f".{name}{text}" if text.startswith(".") else f".{name}: {text}, got {_show(value)}")
+
+
+def _first_bad(plan: Plan, values: list[Any]) -> None:
+    """Value by value, the first that is not what its field holds (raises _Bad naming it)."""
+    for name, check, value in zip(plan.names, plan.checks, values, strict=True):
+        try:
+            check(value)
+        except _Bad as e:
+            raise _field(name, e, value) from None
+    raise _Bad("a value out of range")  # not reached: plain_ok failed on one of them
+
+
+def _values(plan: Plan, v: Any, where: str) -> dict[str, Any]:
     try:
-        state = pickle.loads(zlib.decompress(blob))
-    except Exception as e:
-        log.warning("pin: the handed-over state is unreadable (%s); starting fresh", e)
-        return None
-    if state.get("format") == fingerprint(1):
-        return state  # per session: dicts, what restore() takes
-    if state.get("format") != fingerprint():
-        log.warning(
-            "pin: the handed-over state comes from an engine with other session fields; starting fresh"
-        )
-        return None
-    names = Session.STATE_FIELDS
-    state["sessions"] = [
-        (
-            dict(zip(_ENTRY_FIELDS, ev, strict=True)),
-            drops,
-            raw,
-            sport,
-            config,
-            dict(zip(names, sv, strict=True)),
-            dp,
-        )
-        for ev, drops, raw, sport, config, sv, dp in state["sessions"]
-    ]
-    return state
+        return _checked(plan, v)
+    except _Bad as e:
+        raise Refused(f"{where}{e}" if str(e).startswith(".") else f"{where}: {e}") from None
 
 
-def restore(host: Host, offload: Offload, state: dict[str, Any]) -> list[Entry]:
-    """Recreate the handed-over sessions: same discriminators, slots and source ports."""
-    used = {f["slot"] for f, *_ in state["sessions"] if f["slot"] is not None}
-    offload.slots.adopt(state["nslots"], used)
+def _show(v: Any) -> str:
+    """A decoded value for a log line: scalars as JSON, at most 40 characters; containers by size."""
+    if isinstance(v, (list, dict)):
+        return f"a {'list' if isinstance(v, list) else 'mapping'} of {len(v)}"
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_U8, _U16, _U32 = _ints(0, 255), _ints(0, 65535), _ints(0, (1 << 32) - 1)
+_U64 = _ints(0, (1 << 64) - 1)
+_TIME = _ints(-(1 << 63), (1 << 63) - 1)  # monotonic microseconds (or a difference of two)
+_DISCR = _ints(1, (1 << 32) - 1)
+
+_PACKET_CHECKS: dict[str, Check] = {
+    "state": _member(State),
+    "my_discr": _U32,
+    "your_discr": _U32,
+    "diag": _member(Diag),
+    "detect_mult": _U8,
+    "desired_min_tx_us": _U32,
+    "required_min_rx_us": _U32,
+    "required_min_echo_rx_us": _U32,
+    "poll": _boolean,
+    "final": _boolean,
+    "cpi": _boolean,
+    "demand": _boolean,
+    "multipoint": _boolean,
+    "version": _ints(0, 7),
+}
+
+
+_PACKET_PLAN = _plan(_PACKET_FIELDS, [_PACKET_CHECKS[name] for name in _PACKET_FIELDS])
+
+
+def _packet(v: Any) -> Any:
+    return ControlPacket(**_checked(_PACKET_PLAN, v))
+
+
+def _sched_key(v: Any) -> Any:
+    tx, one = _list(v, 2)
+    return (_U32(tx), _boolean(one))
+
+
+_STATE_CHECKS: dict[str, Check] = {
+    "_adv_rx_us": _U32,
+    "_adv_tx_us": _U32,
+    "_eff_rx_us": _U32,
+    "_eff_tx_us": _U32,
+    "_f_clear_since_poll": _boolean,
+    "_flaps": _U64,
+    "_last_content": _optional(_packet),
+    "_last_rx_us": _optional(_TIME),
+    "_last_sent_demand": _boolean,
+    "_last_tx_us": _optional(_TIME),
+    "_local_diag": _member(Diag),
+    "_local_discr": _DISCR,
+    "_next_tx_us": _optional(_TIME),
+    "_poll_active": _boolean,
+    "_poll_ended_us": _optional(_TIME),
+    "_poll_first_tx_us": _optional(_TIME),
+    "_poll_queued": _boolean,
+    "_rcv_seq": _U32,
+    "_remote_demand": _boolean,
+    "_remote_desired_tx_us": _U32,
+    "_remote_detect_mult": _U8,
+    "_remote_diag": _diag_code,
+    "_remote_discr": _U32,
+    "_remote_min_echo_rx_us": _U32,
+    "_remote_min_rx_us": _U32,
+    "_remote_state": _member(State),
+    "_rx_packets": _U64,
+    "_sched_key": _optional(_sched_key),
+    "_seq_known": _boolean,
+    "_state": _member(State),
+    "_transition_pending": _boolean,
+    "_tx_packets": _U64,
+    "_up_since_us": _TIME,
+    "_xmit_seq": _U32,
+    "demand_poll_us": _U64,
+    "detection_external": _boolean,
+    "periodic_tx_external": _boolean,
+}
+# A field without a check fails here, at import (and the unit tests), not at a takeover.
+_STATE_PLAN = _plan(Session.STATE_FIELDS, [_STATE_CHECKS[name] for name in Session.STATE_FIELDS])
+
+_ENTRY_PLAN = _plan(
+    _ENTRY_FIELDS,
+    (
+        _one_of(_ORIGINS),
+        _U64,
+        _U64,
+        _U64,
+        _ints(0, MAX_SESSIONS - 1),  # every session has one under --kernel-tx; below nslots: see _whole
+        _boolean,
+        _U32,
+        _boolean,
+        _optional(_TIME),
+        _optional(_TIME),
+    ),
+)
+
+
+def _address(v: Any) -> Any:
+    """An address, as its packed bytes in hex (parsed in C: ten times faster than its text)."""
+    if type(v) is not str or len(v) not in (8, 32):
+        raise _Bad("expected an IPv4 or IPv6 address (8 or 32 hex digits)")
+    try:
+        packed = bytes.fromhex(v)
+    except ValueError:
+        raise _Bad("expected an IPv4 or IPv6 address (8 or 32 hex digits)") from None
+    if len(packed) == 4:
+        return ipaddress.IPv4Address(packed)
+    if len(packed) == 16:
+        return ipaddress.IPv6Address(packed)
+    raise _Bad("expected an IPv4 or IPv6 address (8 or 32 hex digits)")
+
+
+_AUTH_TYPE = _member(AuthType)
+
+
+def _auth_ref(v: Any) -> Any:
+    kind, key_id = _list(v, 2)
+    kind = _AUTH_TYPE(kind)
+    if kind == AuthType.NONE:
+        raise _Bad("AuthType.NONE is expressed as null")
+    return (kind, _U8(key_id))
+
+
+# SessionConfig's fields: types here, ranges and their relations by SessionConfig itself.
+_CONFIG_PLAN = _plan(
+    _CONFIG_FIELDS,
+    (
+        _optional(_address),
+        _address,
+        _optional(_text(15)),  # an interface name (IFNAMSIZ less the NUL)
+        _boolean,
+        _TIME,
+        _TIME,
+        _TIME,
+        _TIME,
+        _boolean,
+        _TIME,
+        _boolean,
+        _boolean,
+        _optional(_auth_ref),
+    ),
+)
+
+_DP_CHECKS: dict[str, Check] = {
+    "min_echo_tx_us": _U32,
+    "cbit": _boolean,
+    "held_until_us": _optional(_TIME),
+    "lid": _optional(_U32),
+    "reported": _boolean,
+    "told": _optional(lambda v: [_U32(x) for x in _list(v, 4)]),
+    "state": _optional(_member(State)),
+}
+
+
+def _config(v: Any, where: str) -> tuple[SessionConfig, tuple[AuthType, int] | None]:
+    values = _values(_CONFIG_PLAN, v, where)
+    auth = values.pop("auth")
+    try:
+        return SessionConfig(**values), auth
+    except ValueError as e:
+        raise Refused(f"{where}: {e}") from None
+
+
+def _drops(v: Any, where: str) -> dict[str, int]:
+    if type(v) is not dict or len(v) > MAX_DROP_REASONS:
+        raise Refused(f"{where}: expected a mapping of at most {MAX_DROP_REASONS} drop reasons")
+    for name, count in v.items():
+        if len(name) > MAX_NAME or type(count) is not int or not 0 <= count < 1 << 64:
+            raise Refused(f"{where}: {_show(name)}: expected a count, got {_show(count)}")
+    return v
+
+
+def _raw_bytes(v: Any, where: str) -> bytes:
+    if type(v) is not str or len(v) > 2 * MAX_RAW:
+        raise Refused(f"{where}: expected the hex of at most {MAX_RAW} bytes")
+    try:
+        return bytes.fromhex(v)
+    except ValueError:
+        raise Refused(f"{where}: expected the hex of at most {MAX_RAW} bytes") from None
+
+
+def _dp(v: Any, where: str) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    if type(v) is not dict or not set(_DP_REQUIRED) <= v.keys() or not v.keys() <= set(_DP_KEYS):
+        raise Refused(f"{where}: expected a mapping of {', '.join(_DP_KEYS)}")
+    out = {}
+    for name, value in v.items():
+        try:
+            out[name] = _DP_CHECKS[name](value)
+        except _Bad as e:
+            raise Refused(f"{where}{_field(name, e, value)}") from None
+    return out
+
+
+def _session(v: Any, i: int) -> Record:
+    where = f"session {i}"
+    try:
+        ev, drops, raw, sport, config, sv, dp = _list(v, 7)
+    except _Bad as e:
+        raise Refused(f"{where}: {e}") from None
+    entry = _values(_ENTRY_PLAN, ev, where)
+    if type(sport) is not int or not 1 <= sport <= 65535:
+        raise Refused(f"{where}.sport: expected a port 1..65535, got {_show(sport)}")
+    cfg, auth = _config(config, f"{where}.config")
+    return Record(
+        entry,
+        _drops(drops, f"{where}.drops"),
+        _raw_bytes(raw, f"{where}.last_rx_raw"),
+        sport,
+        cfg,
+        auth,
+        _values(_STATE_PLAN, sv, where),
+        _dp(dp, f"{where}.dplane"),
+    )
+
+
+def _pickled(blob: bytes) -> bool:
+    """Whether ``blob`` is what formats 1 and 2 were: a compressed pickle (two bytes inflated, no more)."""
+    try:
+        return zlib.decompressobj().decompress(blob, 2)[:1] == b"\x80"  # PROTO, pickle's first opcode
+    except zlib.error:
+        return False
+
+
+def _whole(sessions: list[Record], nslots: int) -> None:
+    """What holds across sessions: unique discriminators, slots and session keys; slots in range."""
+    discrs: set[int] = set()
+    slots: set[int] = set()
+    keys: set[Any] = set()
+    for i, r in enumerate(sessions):
+        discr, slot, key = r.state["_local_discr"], r.entry["slot"], r.config.key()
+        if discr in discrs or key in keys or slot in slots:
+            raise Refused(f"session {i}: its discriminator, slot or key is another session's")
+        if slot >= nslots:
+            raise Refused(f"session {i}.slot: {slot} is not below nslots {nslots}")
+        discrs.add(discr)
+        keys.add(key)
+        slots.add(slot)
+
+
+def parse(blob: bytes, *, max_sessions: int = MAX_SESSIONS) -> Handed:
+    """The state in ``blob``; :class:`Refused` (why) for anything but a whole, current, valid one."""
+    if len(blob) > MAX_BLOB:
+        raise Refused(f"{len(blob)} bytes, more than the {MAX_BLOB} a state may have")
+    if blob[:4] != MAGIC:
+        if _pickled(blob):
+            raise Refused(
+                "it is in a format this build no longer reads (format 1 or 2, a pickle: "
+                "code-carrying formats are refused)"
+            )
+        raise Refused("it is not an xdp-bfd state (no header)")
+    if len(blob) < _HEADER.size:
+        raise Refused(f"a {len(blob)}-byte state is shorter than its header")
+    _, version, length = _HEADER.unpack_from(blob)
+    if version != FORMAT_VERSION:
+        raise Refused(f"it is format {version}, this build reads format {FORMAT_VERSION}")
+    if _HEADER.size + length != len(blob):
+        raise Refused(f"its header says {length} bytes, {len(blob) - _HEADER.size} follow (truncated?)")
+    try:
+        doc = json.loads(blob[_HEADER.size :], parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise Refused(f"it is not valid JSON ({type(e).__name__})") from None
+    try:
+        fp, pid, nslots, sessions = _list(doc, 4)
+    except _Bad as e:
+        raise Refused(f"the top level: {e}") from None
+    if fp != fingerprint():
+        raise Refused("it comes from an engine with other session fields")
+    if type(pid) is not int or not 1 <= pid < 1 << 22:
+        raise Refused(f"pid: expected a process id, got {_show(pid)}")
+    if type(nslots) is not int or not 0 <= nslots <= max_sessions:
+        raise Refused(f"nslots: expected 0..{max_sessions}, got {_show(nslots)}")
+    if type(sessions) is not list or len(sessions) > max_sessions:
+        raise Refused(f"sessions: expected a list of at most {max_sessions}")
+    records = [_session(v, i) for i, v in enumerate(sessions)]
+    _whole(records, nslots)
+    return Handed(pid, nslots, records)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number this format holds")
+
+
+def decode(blob: bytes, *, max_sessions: int = MAX_SESSIONS) -> Handed | None:
+    """The state, or None (and why, one line) when this build cannot use it: never anything else."""
+    try:
+        return parse(blob, max_sessions=max_sessions)
+    except Refused as e:
+        log.warning("pin: the handed-over state is refused: %s; starting fresh", e)
+        return None
+
+
+# --- restoring -------------------------------------------------------------------------
+
+
+def _with_secret(r: Record, secrets: dict[Any, AuthConfig]) -> SessionConfig | None:
+    """The session's configuration with its key from ours; None when we have not that key."""
+    if r.auth is None:
+        return r.config
+    auth = secrets.get(r.config.key())
+    if auth is None or (auth.type, auth.key_id) != r.auth:
+        return None
+    return replace(r.config, auth=auth)
+
+
+def _forget(offload: Offload, r: Record) -> None:
+    """The kernel forgets the slot of a session not restored (the configuration brings it up afresh)."""
+    session = Session(r.config, r.state["_local_discr"], now_us=0)
+    offload.removed(Entry(session, None, r.entry["origin"], slot=r.entry["slot"]))
+
+
+def restore(
+    host: Host, offload: Offload, state: Handed, configs: Iterable[SessionConfig] = ()
+) -> list[Entry]:
+    """Recreate the handed-over sessions: same discriminators, slots and source ports.
+
+    ``configs`` is this engine's own configuration: an authenticated session
+    takes its secret from there (matched by session key, same key type and
+    ID) and is not restored without it.
+    """
+    secrets = {c.key(): c.auth for c in configs if c.auth is not None}
+    used = {r.entry["slot"] for r in state.sessions}
+    offload.slots.adopt(state.nslots, used)
     out = []
     bookkeeping: dict[int, Any] = {}
-    for entry_fields, drops, last_rx_raw, sport, config, session_state, dp in state["sessions"]:
-        entry = host.restore_session(config, entry_fields["origin"], sport=sport, state=session_state)
-        for name, value in entry_fields.items():
+    for r in state.sessions:
+        config = _with_secret(r, secrets)
+        if config is None:
+            kind, key_id = r.auth or (AuthType.NONE, 0)
+            log.warning(
+                "pin: session %s -> %s is authenticated (%s key %d) and this engine's configuration "
+                "has not that key; not restored, it starts afresh",
+                r.config.local or "*",
+                r.config.peer,
+                kind.name,
+                key_id,
+            )
+            _forget(offload, r)
+            continue
+        entry = host.restore_session(config, r.entry["origin"], sport=r.sport, state=r.state)
+        for name, value in r.entry.items():
             setattr(entry, name, value)
-        entry.drops = Counter(drops)
-        entry.last_rx_raw = last_rx_raw
-        if dp is not None:
-            bookkeeping[entry.session.local_discr] = dp
+        entry.drops = Counter(r.drops)
+        entry.last_rx_raw = r.last_rx_raw
+        if r.dp is not None:
+            bookkeeping[entry.session.local_discr] = r.dp
         offload.adopted(entry)
         out.append(entry)
     host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
     now = now_us()
     for entry in out:
         host.service(entry, now)
-    log.info("pin: adopted %d sessions from engine %d", len(out), state["pid"])
+    log.info("pin: adopted %d sessions from engine %d", len(out), state.pid)
     return out
 
 
-__all__ = ["FORMAT_VERSION", "decode", "encode", "fingerprint", "rehearse", "restore"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_BLOB",
+    "MAX_SESSIONS",
+    "Handed",
+    "Record",
+    "Refused",
+    "decode",
+    "encode",
+    "fingerprint",
+    "parse",
+    "rehearse",
+    "restore",
+]

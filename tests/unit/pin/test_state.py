@@ -1,0 +1,457 @@
+"""--pin state, format 3: data only, bounded, total; secrets stay in the configuration.
+
+What the old engine writes is what the successor restores, field for field;
+anything else (a truncated blob, another version, a pickle that would run a
+command, random bytes) is refused with a reason and a fresh start, and
+nothing in it runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import ipaddress
+import json
+import logging
+import os
+import pickle
+import random
+import zlib
+from collections import Counter
+from dataclasses import fields, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.fakehost import FakeHost
+from xdp_bfd.core.handoff import DPLANE_SESSIONS, Handoff
+from xdp_bfd.pin import state
+from xdp_bfd.session import AuthConfig, Session, SessionConfig
+from xdp_bfd.wire.control import (
+    Auth,
+    AuthType,
+    ControlPacket,
+    State,
+    decode_control,
+    encode_control,
+    verify_auth,
+)
+
+SECRET = b"s3cret-marker-0123456"[:20]
+PASSWORD = b"pw-marker-012345"  # a simple password: 16 bytes, in clear in every packet
+
+
+def _cfg(i: int, auth: AuthConfig | None = None) -> SessionConfig:
+    return SessionConfig(
+        local=ipaddress.ip_address(f"198.19.{i}.1"),
+        peer=ipaddress.ip_address(f"198.19.{i}.2"),
+        interface="eth0",
+        min_tx_us=10_000,
+        min_rx_us=10_000,
+        auth=auth,
+    )
+
+
+def _peer_packets(s: Session, auth: AuthConfig | None) -> bytes:
+    """Bring ``s`` Up as its peer would (Down, then Up), authenticated as ``auth`` says; the last packet."""
+    raw = b""
+    for n, peer_state in enumerate((State.DOWN, State.UP)):
+        wire_auth = None
+        if auth is not None:
+            wire_auth = Auth(auth.type, auth.key_id, b"", None if auth.type == AuthType.SIMPLE else 100 + n)
+        pkt = ControlPacket(
+            state=peer_state,
+            my_discr=99,
+            your_discr=s.local_discr if peer_state == State.UP else 0,
+            auth=wire_auth,
+        )
+        raw = encode_control(pkt, secret=auth.secret if auth else None)
+        s.receive(decode_control(raw), raw, 2_000 + n, ttl=255)
+    return raw
+
+
+RAW: dict[int, bytes] = {}  # the last packet each test session accepted, by discriminator
+
+
+def _session(i: int, auth: AuthConfig | None = None, *, poll: bool = False) -> Session:
+    s = Session(_cfg(i, auth), 7 + i, now_us=1_000, rng=random.Random(i))
+    RAW[s.local_discr] = _peer_packets(s, auth)
+    assert s.state == State.UP
+    s.datagrams_to_send(3_000)
+    if poll:
+        s.set_config(replace(s.config, min_tx_us=20_000), 4_000)
+        s.datagrams_to_send(4_000)
+        assert s.poll_active
+    return s
+
+
+def _entry(s: Session, slot: int) -> SimpleNamespace:
+    return SimpleNamespace(
+        session=s, tx=SimpleNamespace(sport=49152 + slot), origin="file", user_tx_packets=3,
+        user_tx_bytes=72, rx_bytes=48, slot=slot, offloaded=True, epoch=4, detect_armed=True,
+        last_detection_us=None, last_detection_overshoot_us=-5, drops=Counter(ttl=1),
+        last_rx_raw=RAW[s.local_discr],
+    )  # fmt: skip
+
+
+def _host(*sessions: Session) -> SimpleNamespace:
+    entries = {s.local_discr: _entry(s, i) for i, s in enumerate(sessions)}
+    return SimpleNamespace(sessions=entries, handoff=Handoff())
+
+
+KEYED = AuthConfig(AuthType.METICULOUS_KEYED_SHA1, 3, SECRET)
+SIMPLE = AuthConfig(AuthType.SIMPLE, 4, PASSWORD)
+
+
+def _three() -> tuple[list[Session], SimpleNamespace]:
+    sessions = [_session(0), _session(1, poll=True), _session(2, KEYED), _session(3, SIMPLE)]
+    return sessions, _host(*sessions)
+
+
+def _doc(blob: bytes) -> list[Any]:
+    return json.loads(blob[10:])
+
+
+def _blob(doc: Any, version: int = state.FORMAT_VERSION) -> bytes:
+    return _framed(json.dumps(doc).encode(), version)
+
+
+def _framed(text: bytes, version: int = state.FORMAT_VERSION) -> bytes:
+    return b"XBFS" + version.to_bytes(2, "big") + len(text).to_bytes(4, "big") + text
+
+
+# --- the round trip -----------------------------------------------------------------
+
+
+def test_round_trip_up_polling_and_authenticated_sessions() -> None:
+    sessions, host = _three()
+    blob = state.encode(host, 16)
+    assert blob.startswith(b"XBFS\x00\x03")
+    handed = state.parse(blob)
+    assert handed.nslots == 16 and handed.pid == os.getpid() and len(handed.sessions) == 4
+    for s, r in zip(sessions, handed.sessions, strict=True):
+        e = host.sessions[s.local_discr]
+        assert r.entry == {n: getattr(e, n) for n in state._ENTRY_FIELDS}
+        assert (r.drops, r.sport) == ({"ttl": 1}, e.tx.sport)
+        assert r.config == replace(s.config, auth=None)
+        assert r.auth == (None if s.config.auth is None else (s.config.auth.type, s.config.auth.key_id))
+        # Every state value, type and all (enums stay enums, tuples tuples, packets packets).
+        want = dict(zip(Session.STATE_FIELDS, s.export(), strict=True))
+        assert r.state == want
+        assert [type(v) for v in r.state.values()] == [type(v) for v in want.values()]
+        restored = Session.restore(replace(r.config, auth=s.config.auth), r.state, now_us=5_000)
+        assert restored._xmit_seq == s._xmit_seq  # the authentication sequence carries over
+    assert handed.sessions[1].state["_poll_active"] is True
+    assert handed.sessions[0].last_rx_raw == host.sessions[7].last_rx_raw  # no auth: kept
+
+
+def test_no_secret_reaches_the_state() -> None:
+    _sessions, host = _three()
+    simple_raw = host.sessions[10].last_rx_raw
+    assert PASSWORD in simple_raw  # the peer's packet carries the password in clear...
+    blob = state.encode(host, 16)
+    for secret in (SECRET, PASSWORD):
+        assert secret not in blob
+        assert secret.hex().encode() not in blob
+    assert state.parse(blob).sessions[3].last_rx_raw == b""  # ...so it is not kept
+
+
+def test_encode_is_json_of_lists_behind_the_header() -> None:
+    _sessions, host = _three()
+    fp, pid, nslots, sessions = _doc(state.encode(host, 16))
+    assert (fp, pid, nslots) == (state.fingerprint(), os.getpid(), 16)
+    assert all(isinstance(x, list) for x in sessions)
+
+
+# --- restoring: secrets come from the successor's configuration ------------------------
+
+
+class _Offload:
+    def __init__(self) -> None:
+        self.slots = SimpleNamespace(adopt=self._adopt)
+        self.adopted_slots: list[int] = []
+        self.removed_slots: list[int] = []
+        self.nslots: int | None = None
+
+    def _adopt(self, nslots: int, used: set[int]) -> None:
+        self.nslots, self.used = nslots, used
+
+    def adopted(self, entry: Any) -> None:
+        self.adopted_slots.append(entry.slot)
+
+    def removed(self, entry: Any) -> None:
+        self.removed_slots.append(entry.slot)
+
+
+def test_restore_takes_secrets_from_the_configuration(caplog) -> None:
+    sessions, old = _three()
+    handed = state.parse(state.encode(old, 16))
+    host, offload = FakeHost(), _Offload()
+    # The successor's configuration: the keyed session's key, not the simple one's.
+    configs = [s.config for s in sessions[:3]]
+    with caplog.at_level(logging.INFO, "xdp_bfd"):
+        out = state.restore(host, offload, handed, configs)
+    assert [e.session.local_discr for e in out] == [7, 8, 9]
+    assert host.sessions[9].session.config.auth == KEYED
+    # Serviced on the real clock (its peer long silent: it went Down), it signs with our key.
+    sent = host.sessions[9].tx.sent
+    assert sent and verify_auth(sent[-1], decode_control(sent[-1]), SECRET)
+    assert offload.adopted_slots == [0, 1, 2] and offload.removed_slots == [3]  # the kernel forgets it
+    lines = [r.getMessage() for r in caplog.records if "not restored" in r.getMessage()]
+    assert len(lines) == 1 and "198.19.3.2" in lines[0] and "SIMPLE key 4" in lines[0], lines
+    assert "adopted 3 sessions" in caplog.text
+
+
+def test_restore_refuses_another_key_for_the_session() -> None:
+    sessions, old = _three()
+    handed = state.parse(state.encode(old, 16))
+    rotated = replace(sessions[2].config, auth=replace(KEYED, key_id=9))
+    host, offload = FakeHost(), _Offload()
+    out = state.restore(host, offload, handed, [rotated])
+    assert 9 not in host.sessions and len(out) == 2  # the unauthenticated two only
+
+
+def test_dplane_bookkeeping_round_trips() -> None:
+    s = _session(0)
+    old = _host(s)
+    doc = {"min_echo_tx_us": 0, "cbit": True, "held_until_us": None, "lid": 12, "reported": True,
+           "told": [1, 2, 3, 4], "state": 3}  # fmt: skip
+    old.handoff.add_section(DPLANE_SESSIONS, lambda: {7: doc})
+    handed = state.parse(state.encode(old, 4))
+    host = FakeHost()
+    state.restore(host, _Offload(), handed, [])
+    assert host.handoff.take(DPLANE_SESSIONS) == {7: {**doc, "state": State.UP}}
+
+
+def test_the_dplane_keys_are_what_the_dataplane_hands_over() -> None:
+    # dplane/resume.py writes the doc; the format checks exactly its keys.
+    src = Path(state.__file__).parent.parent / "dplane" / "resume.py"
+    tree = ast.parse(src.read_text())
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "handover_doc")
+    inner = next(n for n in ast.walk(fn) if isinstance(n, ast.DictComp)).value
+    assert isinstance(inner, ast.Dict)
+    assert {k.value for k in inner.keys if isinstance(k, ast.Constant)} == set(state._DP_KEYS)
+
+
+# --- the schema follows the code ----------------------------------------------------
+
+
+def test_every_attribute_of_a_live_session_is_in_the_format() -> None:
+    s = _session(0)
+    assert set(vars(s)) - Session._NOT_STATE == set(Session.STATE_FIELDS)
+    assert set(state._STATE_CHECKS) == set(Session.STATE_FIELDS)
+
+
+def test_the_config_record_follows_session_config() -> None:
+    assert tuple(f.name for f in fields(SessionConfig)) == state._CONFIG_FIELDS
+    assert len(state._config_record(_cfg(0))) == len(state._CONFIG_FIELDS)
+
+
+def test_the_fingerprint_is_format_3s() -> None:
+    # A change here is a change of format: a new version, and the successor starts fresh.
+    assert state.fingerprint() == "8bee965cc7cc62bb"
+    assert state.fingerprint() != state.fingerprint(2)
+
+
+# --- bounds -------------------------------------------------------------------------
+
+
+def test_bounds_are_stated_and_enforced() -> None:
+    assert (state.MAX_BLOB, state.MAX_SESSIONS) == (4 << 20, 4096)
+    s = _session(0)
+    old = _host(s)
+    old.sessions.update({i: old.sessions[7] for i in range(10_000, 10_000 + state.MAX_SESSIONS)})
+    with pytest.raises(ValueError, match="at most 4096"):
+        state.encode(old, 16)
+    blob = state.encode(_host(_session(0)), 16)
+    with pytest.raises(state.Refused, match="nslots"):
+        state.parse(blob, max_sessions=8)
+    fp, pid, _n, sessions = _doc(blob)
+    with pytest.raises(state.Refused, match="at most 2"):
+        state.parse(_blob([fp, pid, 1, sessions * 3]), max_sessions=2)
+
+
+# --- refusals: each starts fresh, with its reason --------------------------------------
+
+MARKER = Path("/tmp/xdp-bfd-test-pickle-ran")
+
+
+class _RunsACommand:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {MARKER}",))
+
+
+def _valid() -> bytes:
+    _sessions, host = _three()
+    return state.encode(host, 16)
+
+
+def _edit(path: tuple[int, ...], value: Any) -> bytes:
+    doc = _doc(_valid())
+    at = doc
+    for i in path[:-1]:
+        at = at[i]
+    at[path[-1]] = value
+    return _blob(doc)
+
+
+_STATE = 3, 0, 5  # session 0's state values
+_F = Session.STATE_FIELDS.index
+
+
+MALFORMED = {
+    "empty": (lambda: b"", "no header"),
+    "random bytes": (lambda: random.Random(1).randbytes(300), "no header"),
+    "format 2 pickle": (
+        lambda: zlib.compress(pickle.dumps({"format": "x", "sessions": []})),
+        "no longer reads",
+    ),
+    "code-carrying pickle (format 2)": (
+        lambda: zlib.compress(pickle.dumps(_RunsACommand())),
+        "no longer reads",
+    ),
+    "code-carrying pickle, bare": (lambda: pickle.dumps(_RunsACommand()), "no header"),
+    "code-carrying pickle, protocol 0": (lambda: pickle.dumps(_RunsACommand(), protocol=0), "no header"),
+    "code-carrying pickle behind our header": (
+        lambda: b"XBFS\x00\x03" + len(p := pickle.dumps(_RunsACommand())).to_bytes(4, "big") + p,
+        "not valid JSON",
+    ),
+    "truncated": (lambda: _valid()[:-7], "truncated"),
+    "header only": (lambda: _valid()[:8], "shorter than its header"),
+    "wrong version": (lambda: b"XBFS\x00\x02" + _valid()[6:], "format 2, this build reads format 3"),
+    "oversize": (lambda: b"XBFS" + bytes(state.MAX_BLOB), "more than the"),
+    "wrong fingerprint": (lambda: _edit((0,), "0" * 16), "other session fields"),
+    "not a list": (lambda: _blob({"format": 3}), "top level"),
+    "pid a string": (lambda: _edit((1,), "1"), "pid"),
+    "session not a list": (lambda: _edit((3, 0), {}), "session 0: expected a list of 7"),
+    "state a bool for an int": (lambda: _edit((*_STATE, _F("_rx_packets")), True), "session 0._rx_packets"),
+    "state int out of range": (lambda: _edit((*_STATE, _F("_xmit_seq")), 1 << 32), "session 0._xmit_seq"),
+    "state a float": (lambda: _edit((*_STATE, _F("_adv_tx_us")), 1.5), "session 0._adv_tx_us"),
+    "state NaN": (lambda: _framed(_valid()[10:].replace(b'"file",3', b'"file",NaN')), "not valid JSON"),
+    "enum not a member": (lambda: _edit((*_STATE, _F("_state")), 7), "session 0._state: expected a State"),
+    "zero discriminator": (lambda: _edit((*_STATE, _F("_local_discr")), 0), "session 0._local_discr"),
+    "packet field": (
+        lambda: _edit((*_STATE, _F("_last_content"), 0), 9),
+        "session 0._last_content.state: expected a State",
+    ),
+    "short state": (lambda: _edit(_STATE, [1, 2]), "session 0: expected a list of 37"),
+    "origin": (lambda: _edit((3, 0, 0, 0), "evil"), "session 0.origin"),
+    "slot beyond nslots": (lambda: _edit((3, 0, 0, 4), 16), "not below nslots"),
+    "no slot": (lambda: _edit((3, 0, 0, 4), None), "session 0.slot: expected an integer 0..4095"),
+    "two sessions one slot": (lambda: _edit((3, 1, 0, 4), 0), "another session's"),
+    "sport": (lambda: _edit((3, 0, 3), 0), "session 0.sport"),
+    "address": (lambda: _edit((3, 0, 4, 1), "zz" * 4), "session 0.config.peer: expected an IPv4"),
+    "address family mix": (lambda: _edit((3, 0, 4, 1), "00" * 16), "different families"),
+    "config range (reused)": (lambda: _edit((3, 0, 4, 6), 0), "detect_mult 0 out of range"),
+    "auth NONE": (lambda: _edit((3, 2, 4, 12), [0, 1]), "session 2.config.auth: AuthType.NONE"),
+    "raw not hex": (lambda: _edit((3, 0, 2), "xyz"), "session 0.last_rx_raw"),
+    "raw too long": (lambda: _edit((3, 0, 2), "00" * 256), "session 0.last_rx_raw"),
+    "drops": (lambda: _edit((3, 0, 1), {"ttl": -1}), "session 0.drops"),
+    "dplane doc": (lambda: _edit((3, 0, 6), {"cbit": True}), "session 0.dplane"),
+    "deep nesting": (lambda: _framed(b"[" * 100_000 + b"]" * 100_000), "not valid JSON"),
+    "huge integer": (
+        lambda: _framed(_valid()[10:].replace(b'"file",3', b'"file",' + b"9" * 5000)),
+        "not valid JSON",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_input_starts_fresh_with_its_reason(name: str, caplog) -> None:
+    make, reason = MALFORMED[name]
+    MARKER.unlink(missing_ok=True)
+    blob = make()
+    with pytest.raises(state.Refused, match=None) as refused:
+        state.parse(blob)
+    assert reason in str(refused.value)
+    caplog.clear()
+    assert state.decode(blob) is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and reason in lines[0] and lines[0].endswith("; starting fresh"), lines
+    assert not MARKER.exists()  # nothing ran
+
+
+def test_the_code_carrying_pickle_would_have_run() -> None:
+    # The control: the same bytes fed to pickle do run the command.
+    MARKER.unlink(missing_ok=True)
+    try:
+        pickle.loads(zlib.decompress(MALFORMED["code-carrying pickle (format 2)"][0]()))
+        assert MARKER.exists()
+    finally:
+        MARKER.unlink(missing_ok=True)
+
+
+def test_nothing_the_pin_package_reads_can_run_code() -> None:
+    # No deserializer that builds objects from the input, no eval: data only.
+    for src in sorted(Path(state.__file__).parent.glob("*.py")):
+        tree = ast.parse(src.read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & {"pickle", "marshal", "shelve", "dill", "yaml"}, src.name
+        calls = {
+            n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        assert not calls & {"eval", "exec", "compile", "__import__"}, src.name
+
+
+# --- totality -----------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(1 << 70), max_value=1 << 70) | st.text(max_size=40)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=8), inner, max_size=8),
+    max_leaves=30,
+)  # fmt: skip
+
+
+def _total(blob: bytes) -> None:
+    try:
+        handed = state.parse(blob)
+    except state.Refused:
+        return
+    assert isinstance(handed, state.Handed)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.binary(max_size=2000))
+def test_decode_is_total_on_bytes(blob: bytes) -> None:
+    _total(blob)
+    _total(b"XBFS\x00\x03" + len(blob).to_bytes(4, "big") + blob)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(json_values)
+def test_decode_is_total_on_any_json(doc: Any) -> None:
+    _total(_blob(doc))
+
+
+VALID_DOC = _doc(_valid())
+
+
+def _leaves(doc: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(doc, list):
+        return [p for i, x in enumerate(doc) for p in _leaves(x, (*path, i))] or [path]
+    if isinstance(doc, dict):
+        return [p for k, x in doc.items() for p in _leaves(x, (*path, k))] or [path]
+    return [path]
+
+
+LEAVES = _leaves(VALID_DOC)
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from(LEAVES), json_values), min_size=1, max_size=3))
+def test_decode_is_total_on_a_valid_state_with_fields_replaced(edits: list[tuple[tuple, Any]]) -> None:
+    doc = json.loads(json.dumps(VALID_DOC))
+    for path, value in edits:
+        at = doc
+        try:
+            for k in path[:-1]:
+                at = at[k]
+            at[path[-1]] = value
+        except (IndexError, KeyError, TypeError):
+            continue  # an earlier edit changed the shape above this leaf
+    _total(_blob(doc))
