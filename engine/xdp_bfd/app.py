@@ -41,6 +41,7 @@ class Options:
     stats_dump: Path
     metrics: str | None
     dp_hold: int
+    dplane_allow: tuple[int, ...]  # the uids that may be the dataplane (--dplane-allow), resolved
     pin: Path | None
     deadman_us: int
     demand_poll_us: int
@@ -118,7 +119,9 @@ def run(args: Options) -> int:
         if args.dplane_mode is not None and args.dplane_addr is not None:  # set together by cli
             from .dplane import Dataplane  # noqa: PLC0415  (only with a dataplane option)
 
-            dataplane = Dataplane(engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold)
+            dataplane = Dataplane(
+                engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold, allow=args.dplane_allow
+            )
             dataplane.start()
             engine.add_closer(dataplane.close)
         if args.metrics:

@@ -21,6 +21,7 @@ from . import __version__
 from .app import Options, run
 from .core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EngineError, UsageError
 from .dplane.address import DplaneAddress, parse_dplane_address
+from .dplane.peer import default_allowed, parse_allow_users
 from .stats import locate, show
 from .stats.locate import DEFAULT_STATS_PATH
 
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"where SIGUSR1 writes the stats JSON (default {DEFAULT_STATS_PATH})")  # fmt: skip
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics")
     p.add_argument("--dp-hold", type=_positive_int("--dp-hold"), default=0, metavar="SEC")
+    p.add_argument("--dplane-allow", metavar="USER[,USER...]",
+                   help="who may be the dataplane (names or uids; default frr,root)")  # fmt: skip
     p.add_argument("--pin", type=Path, metavar="BPFFS_DIR")
     p.add_argument("--deadman-us", type=_positive_int("--deadman-us"), default=3_000_000, metavar="USEC")
     p.add_argument(
@@ -98,6 +101,12 @@ def parse_args(argv: list[str]) -> Options:
         args.dplane_mode, args.dplane_addr = "listen", parse_dplane_address(args.dplane_listen)
     elif args.dplane_connect:
         args.dplane_mode, args.dplane_addr = "connect", parse_dplane_address(args.dplane_connect)
+    if args.dplane_allow is not None and args.dplane_mode is None:
+        raise UsageError(
+            "--dplane-allow needs a dataplane option (--dplane, --dplane-listen, --dplane-connect)"
+        )
+    # Resolved now: a name that does not exist is a usage error, not a refusal at connect time.
+    allow = parse_allow_users(args.dplane_allow) if args.dplane_allow is not None else default_allowed()
     args.kernel_tx = [i for i in (args.kernel_tx or "").split(",") if i]
     if args.sched_deadline is not None:
         runtime, sep, period = args.sched_deadline.partition("/")
@@ -117,6 +126,7 @@ def parse_args(argv: list[str]) -> Options:
         stats_dump=args.stats_dump,
         metrics=args.metrics,
         dp_hold=args.dp_hold,
+        dplane_allow=allow,
         pin=args.pin,
         deadman_us=args.deadman_us,
         demand_poll_us=args.demand_poll_us,

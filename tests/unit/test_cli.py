@@ -9,6 +9,7 @@ import pytest
 from xdp_bfd.cli import main, parse_args
 from xdp_bfd.core.errors import EXIT_USAGE, UsageError
 from xdp_bfd.dplane.address import DplaneAddress, parse_dplane_address
+from xdp_bfd.dplane.peer import default_allowed
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,14 @@ def test_dplane_port_is_short_for_listen_on_loopback():
     assert (a.dplane_mode, a.dplane_addr.port) == ("connect", 50701)
 
 
+def test_dplane_allow_resolves_names_and_uids_at_start():
+    """Who may be the dataplane: frr and root by default; the option's names resolved now."""
+    a = parse_args(["--dplane", "50700"])
+    assert a.dplane_allow == default_allowed() and 0 in a.dplane_allow
+    a = parse_args(["--dplane-connect", "ipv4:127.0.0.1:50700", "--dplane-allow", "nobody,0,997"])
+    assert a.dplane_allow == (65534, 0, 997)
+
+
 def test_positional_session_and_defaults():
     a = parse_args(["198.19.0.1", "198.19.0.2"])
     assert (a.local, a.peer) == (ipaddress.ip_address("198.19.0.1"), ipaddress.ip_address("198.19.0.2"))
@@ -74,6 +83,9 @@ def test_positional_session_and_defaults():
         ["--dplane", "1", "--dp-hold", "-1"],
         ["--dplane", "1", "--sched-deadline", "2000/1000"],
         ["--dplane", "1", "--xdp-mode", "turbo"],
+        ["--dplane", "1", "--dplane-allow", "no-such-user-xbf"],
+        ["--dplane", "1", "--dplane-allow", "root,,nobody"],
+        ["198.19.0.1", "198.19.0.2", "--dplane-allow", "root"],
         ["--no-such-option"],
     ],
 )

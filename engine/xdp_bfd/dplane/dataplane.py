@@ -23,12 +23,16 @@ from ..core.clock import now_us
 from ..core.handoff import DPLANE_CONNECTION
 from .connection import Connection, EchoStamps
 from .dispatch import Dispatch
+from .gate import Gate
 from .hold import Hold
+from .peer import default_allowed
 from .registry import Registry
 from .resume import Takeover
 from .transport import Transport
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ..core.host import Host
     from ..wire.bfddp import Message
     from .address import DplaneAddress
@@ -37,7 +41,16 @@ if TYPE_CHECKING:
 class Dataplane:
     """bfddp for one engine: ``start()`` once, ``close()`` at exit (the engine then AdminDowns)."""
 
-    def __init__(self, host: Host, addr: DplaneAddress, *, mode: str, hold_s: int = 0) -> None:
+    def __init__(
+        self,
+        host: Host,
+        addr: DplaneAddress,
+        *,
+        mode: str,
+        hold_s: int = 0,
+        allow: Iterable[int] | None = None,
+    ) -> None:
+        """``allow``: the uids that may be the dataplane (``--dplane-allow``; default ``frr`` and root)."""
         if mode not in ("listen", "connect"):
             raise ValueError(f"dataplane mode {mode!r}")
         self.host = host
@@ -46,8 +59,11 @@ class Dataplane:
         self.registry = Registry()
         self.stamps = EchoStamps()
         self.hold = Hold(host, self.registry, hold_s)
+        self.gate = Gate(
+            default_allowed() if allow is None else allow, kind=addr.kind, mode=mode, display=addr.display
+        )
         self.transport = Transport(
-            host, addr, mode=mode, hold=self.hold, stamps=self.stamps, handler=self.handle
+            host, addr, mode=mode, hold=self.hold, stamps=self.stamps, handler=self.handle, gate=self.gate
         )
         self.dispatch = Dispatch(host, self.registry, self.stamps, self.transport)
         host.add_stats_section("dplane", self.stats)
@@ -85,6 +101,8 @@ class Dataplane:
             "held": len(self.registry.held()),
             "connections": self.transport.connections,
             "timers_reports": self.dispatch.timers_reports,
+            # Connections refused since start: their owner is not an allowed user (gate.py).
+            "refused": self.gate.refused,
         }
 
 

@@ -2,7 +2,8 @@
 
 Either side may listen: ``--dplane-listen`` (bfdd ``ipv4c:``, FRR
 10.1.2+/10.2.1+/10.3+) or ``--dplane-connect`` (bfdd ``ipv4:``/``ipv6:``/
-``unix:``, every release, FRR 8.4 included). One bfdd at a time; what its
+``unix:``, every release, FRR 8.4 included). Every socket is vetted first
+(:mod:`.gate`: only allowed users may be the dataplane). One bfdd at a time; what its
 messages mean is the handler's business (:mod:`.dispatch`), what becomes of
 its sessions when it goes is the hold's (:mod:`.hold`).
 """
@@ -25,7 +26,9 @@ from .connection import Connection, EchoStamps, error_text
 if TYPE_CHECKING:
     from ..core.host import Host
     from .address import DplaneAddress
+    from .gate import Gate
     from .hold import Hold
+    from .peer import Peer
 
 log = logging.getLogger("xdp_bfd.dplane")
 
@@ -57,8 +60,10 @@ class Transport:
         hold: Hold,
         stamps: EchoStamps,
         handler: Callable[[Connection, Message, int], None],
+        gate: Gate,
     ) -> None:
         self.host = host
+        self.gate = gate
         self.addr = addr
         self.mode = mode
         self.hold = hold
@@ -140,6 +145,12 @@ class Transport:
                 # EMFILE and friends: leave it in the backlog, the loop will come back.
                 log.warning("dplane: accept: %s", e.strerror or e)
                 return
+            # Who it is comes first: a stranger is refused before it can count
+            # as bfdd, and before the slot's rules below look at it.
+            who = self.gate.vet(sock, now_us)
+            if who is None:
+                sock.close()
+                continue
             if self.conn is not None:
                 # A bfdd that went away may have left its EOF unread behind this accept.
                 self.conn.pump(now_us, reads=16)
@@ -152,7 +163,7 @@ class Transport:
                 log.warning("dplane: refusing a second connection from %s: bfdd is connected", peer or "unix")
                 sock.close()
                 continue
-            self._attach(sock, now_us)
+            self._attach(sock, now_us, who)
 
     def _try_connect(self, now_us: int) -> None:
         if self._closed or self.conn is not None or self._connecting is not None:
@@ -171,7 +182,7 @@ class Transport:
         except OSError as e:  # e.g. a unix path too long for sockaddr_un
             err = e.errno or errno.EINVAL
         if err == 0:
-            self._attach(s, now_us)
+            self._vetted(s, now_us)
         elif err in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
             self._connecting = s
             self.host.watch(s, self._on_connect_ready, read=False, write=True)
@@ -190,7 +201,16 @@ class Transport:
             s.close()
             self._retry(now_us, os.strerror(err))
             return
-        self._attach(s, now_us)
+        self._vetted(s, now_us)
+
+    def _vetted(self, sock: socket.socket, now_us: int) -> None:
+        """Connect mode: attach only to a listener an allowed user owns; else close and back off."""
+        who = self.gate.vet(sock, now_us)
+        if who is None:
+            sock.close()
+            self._retry(now_us, "the listener's owner is not an allowed dataplane user")
+            return
+        self._attach(sock, now_us, who)
 
     def _retry(self, now_us: int, why: str) -> None:
         cap = BACKOFF_HOLDING_US if self.hold.holding() else BACKOFF_MAX_US
@@ -199,7 +219,7 @@ class Transport:
         log.debug("dplane: connect to %s failed (%s); next try in %.1fs", self.addr.display, why, delay / 1e6)
         self.host.call_at(now_us + delay, self._try_connect)
 
-    def _attach(self, sock: socket.socket, now_us: int) -> None:
+    def _attach(self, sock: socket.socket, now_us: int, who: Peer) -> None:
         sock.setblocking(False)
         if self.addr.kind != "unix":
             # Small messages that bfdd waits for (counters replies): no Nagle delay.
@@ -209,7 +229,7 @@ class Transport:
         self.conn = conn
         self.connections += 1
         self._announced = False
-        log.info("dplane: bfdd connected")
+        log.info("dplane: bfdd connected as %s", who.user())
         # bfdd sends its registrations first and answers in order: the reply to
         # this one marks the end of the burst.
         conn.barrier = self.echo(conn)

@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import itertools
 import logging
+import os
 import socket
 import time
 from typing import Any
@@ -43,6 +44,9 @@ from xdp_bfd.wire.control import Diag, State
 V4 = ipaddress.IPv4Address
 V6 = ipaddress.IPv6Address
 LOCAL, PEER = V4("198.19.1.1"), V4("198.19.1.2")
+
+# Real loopback sockets: the client is this process, whoever runs the tests (no root needed).
+ME = (os.geteuid(),)
 
 
 NO_FLAGS = SessionFlags(0)
@@ -587,7 +591,7 @@ class Client:
 @pytest.fixture
 def listening():
     eng = FakeHost()
-    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=30)  # type: ignore[arg-type]
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=30, allow=ME)  # type: ignore[arg-type]
     dp.start()
     port = dp.transport.listener.getsockname()[1]  # type: ignore[union-attr]
     clients: list[Client] = []
@@ -672,6 +676,7 @@ def test_stats_section_is_the_contract_shape(listening):
         "held": 0,
         "connections": 0,
         "timers_reports": 0,
+        "refused": 0,
     }
 
 
@@ -682,7 +687,7 @@ def test_connect_mode_backs_off_connects_and_comes_straight_back(caplog):
     holder.bind(("127.0.0.1", 0))
     port = holder.getsockname()[1]
     eng = FakeHost()
-    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", port), mode="connect", hold_s=0)  # type: ignore[arg-type]
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", port), mode="connect", hold_s=0, allow=ME)  # type: ignore[arg-type]
     try:
         dp.start()
         eng.spin(0.8)
@@ -741,7 +746,7 @@ def test_other_transports_connect(kind, tmp_path):
         addr = DplaneAddress("ipv6", "::1", server.getsockname()[1])
     server.listen(1)
     eng = FakeHost()
-    dp = Dataplane(eng, addr, mode="connect")  # type: ignore[arg-type]
+    dp = Dataplane(eng, addr, mode="connect", allow=ME)  # type: ignore[arg-type]
     try:
         dp.start()
         assert eng.spin(2, lambda: dp.transport.conn is not None)

@@ -37,6 +37,9 @@ from xdp_bfd.wire.bfddp import (
 )
 from xdp_bfd.wire.control import State
 
+# Real loopback sockets: the client is this process, whoever runs the tests (no root needed).
+ME = (os.geteuid(),)
+
 
 def add(lid: int) -> AddSession:
     """One session per id, each to its own peer."""
@@ -51,7 +54,7 @@ def as_engine(monkeypatch):
 
 def _old_engine(hold_s: int = 10) -> tuple[Dataplane, FakeHost, Client]:
     eng = FakeHost()
-    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=hold_s)
+    dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="listen", hold_s=hold_s, allow=ME)
     dp.start()
     port = dp.transport.listener.getsockname()[1]  # type: ignore[union-attr]
     bfdd = Client(eng, port)
@@ -80,7 +83,7 @@ def _successor(
     old: FakeHost, old_dp: Dataplane, hold_s: int = 10, bookkeeping: dict[int, Any] | None = None
 ) -> tuple[Dataplane, FakeHost]:
     eng = _restored(old, bookkeeping)
-    dp = Dataplane(eng, old_dp.addr, mode="listen", hold_s=hold_s)
+    dp = Dataplane(eng, old_dp.addr, mode="listen", hold_s=hold_s, allow=ME)
     return dp, eng
 
 
@@ -239,7 +242,7 @@ def test_a_successor_with_another_address_closes_the_stream(tmp_path: Path, as_e
     _gone(old_dp)
     eng = _restored(old)
     eng.handoff.leave(DPLANE_CONNECTION, parcel)
-    new_dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="connect", hold_s=10)
+    new_dp = Dataplane(eng, DplaneAddress("ipv4", "127.0.0.1", 0), mode="connect", hold_s=10, allow=ME)
     bfdd.eng = eng
     new_dp.transport._try_connect = lambda now: None  # type: ignore[method-assign,assignment]  # no bfdd here
     new_dp.start()
