@@ -51,6 +51,7 @@ class Frr:
     # peer out of a CPU fight: a daemonising fork would drop the policy.
     bfdd_prefix: list[str] = field(default_factory=list)
     dir: Path = field(init=False)
+    uid: int = field(init=False)
 
     def __post_init__(self) -> None:
         base = Path(self.root) / "run" / "xdp-bfd-tests"
@@ -61,7 +62,13 @@ class Frr:
         frr = pwd.getpwnam("frr") if self.root == "/" else None
         uid, gid = (frr.pw_uid, frr.pw_gid) if frr else _chroot_ids(self.root)
         os.chown(self.dir, uid, gid)
+        self.uid = uid  # what its daemons run as (a trixie root's frr is not the host's)
         self.version = frr_version(self.root)
+
+    def dplane_allow(self) -> list[str]:
+        """Engine arguments that let this bfdd be the dataplane: the engine's default (frr, root)
+        names the host's frr, and a trixie root's frr has another uid."""
+        return [] if self.root == "/" else ["--dplane-allow", f"root,{self.uid}"]
 
     # Paths as the daemon sees them (inside the chroot when there is one).
     def _p(self, leaf: str) -> str:

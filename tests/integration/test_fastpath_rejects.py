@@ -211,6 +211,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             + f"- {{local: '{a.ip4}', peer: '{AUTH_PEER}', interface: veth-d,"
             " auth: {type: simple, key_id: 1, secret: fastpath}}\n"
         )
+        sessions.chmod(0o600)  # it holds a secret: the engine refuses it readable by others
         engine = EngineProcess(d, ["--sessions", str(sessions), "--kernel-tx", "veth-d"], work)
         stack.callback(engine.cleanup)
         engine.start()

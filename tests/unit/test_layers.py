@@ -21,7 +21,7 @@ LINT = Path(sys.executable).with_name("lint-imports")
 def _lint(package_parent: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(package_parent)}
     return subprocess.run(
-        [str(LINT), "--no-cache", "--config", str(TOP / ".importlinter")],
+        [str(LINT), "--no-cache", str(TOP / ".importlinter")],
         cwd=package_parent,
         env=env,
         capture_output=True,

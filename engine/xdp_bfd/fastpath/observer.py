@@ -95,7 +95,6 @@ class Offload:
         entry.offloaded = self.offloaded(entry)
         self.by_slot[slot] = s.local_discr
         self.slots.install(slot, **self._index(entry))
-        s.detection_external = entry.offloaded
         self.serviced(entry)
 
     def adopted(self, entry: Entry) -> None:
@@ -104,7 +103,6 @@ class Offload:
         s = entry.session
         self.by_slot[entry.slot] = s.local_discr
         self.slots.install(entry.slot, **self._index(entry))
-        s.detection_external = entry.offloaded
         st = self.slots.read_state(entry.slot)
         self.serviced(entry)
         if entry.detect_armed and st.expired_epoch == entry.epoch:
@@ -132,13 +130,25 @@ class Offload:
         peer_interval = max(s.remote_desired_tx_us, s.required_min_rx_us)
         return peer_interval <= s.tx_interval_us
 
+    @staticmethod
+    def kernel_detects(entry: Entry) -> bool:
+        """The sweep, not the session's timer, detects this session's silence.
+
+        Not for an authenticated session: XDP stamps the last packet before
+        userspace has verified its digest, so a forger on the link could keep
+        a dead peer alive in the kernel's eyes; its liveness stays with the
+        session, which counts only verified packets.
+        """
+        return entry.offloaded and entry.session.config.auth is None
+
     def serviced(self, entry: Entry) -> None:
         """Write the session's kernel config if anything in it changed."""
         if entry.slot is None:
             return
         s = entry.session
         cfg = s.config
-        detect = entry.offloaded and s.state in (State.INIT, State.UP)
+        s.detection_external = self.kernel_detects(entry)  # a reconfiguration may have changed it
+        detect = s.detection_external and s.state in (State.INIT, State.UP)
         if detect and not entry.detect_armed:
             entry.epoch += 1  # a new watch: an old expiry report must not count
         entry.detect_armed = detect

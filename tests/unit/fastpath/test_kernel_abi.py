@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,6 +26,7 @@ from xdp_bfd.fastpath.errors import KernelError
 from xdp_bfd.fastpath.layout import layout_id, layout_sources
 from xdp_bfd.fastpath.observer import Offload, steady_template
 from xdp_bfd.fastpath.slots import mapped16
+from xdp_bfd.session import AuthConfig
 from xdp_bfd.wire import control
 
 
@@ -398,3 +400,24 @@ def test_bcc_is_imported_only_to_compile() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "False"
+
+
+def test_an_authenticated_session_keeps_its_liveness_in_userspace() -> None:
+    """XDP stamps a packet before its digest is verified: the sweep must not judge its silence."""
+    writes: list[dict] = []
+    session = make()
+    bring_up(session, 0)
+    entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=0, offloaded=True, epoch=1)
+    host = _Host()
+    host.sessions[session.local_discr] = entry
+    off = Offload(host, _fast_path(load_abi(), writes))
+    detect = int(off.cfg_flag.DETECT)
+    off.serviced(entry)
+    assert writes[-1]["flags"] & detect and session.detection_external  # the witness: the same path arms it
+    key = AuthConfig(control.AuthType.KEYED_SHA1, 1, b"0123456789abcdef")
+    session.set_config(replace(session.config, auth=key), 10_000)
+    off.serviced(entry)
+    assert not writes[-1]["flags"] & detect
+    assert not session.detection_external and not entry.detect_armed
+    # The session's own detection timer runs again (a deadline after its last verified packet).
+    assert session.get_timer() is not None
