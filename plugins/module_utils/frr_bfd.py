@@ -155,8 +155,10 @@ def validate(entry):
     else:
         if entry.get("echo_mode"):
             raise BfdConfigError("peer %s: echo_mode is only available for single-hop peers" % name)
+        # FRR's defaults are what gathered reports for a multihop peer too: fed
+        # back (the resource-module round trip) they ask for nothing.
         for field in ("echo_interval", "echo_receive_interval"):
-            if entry.get(field) is not None:
+            if entry.get(field) not in (None, DEFAULTS[field]):
                 raise BfdConfigError("peer %s: %s is only available for single-hop peers" % (name, field))
     for field, (low, high) in RANGES.items():
         value = entry.get(field)
@@ -295,6 +297,35 @@ def parse_running_config(text):
         elif current is not None:
             _apply_setting(current, words, line)
     return peers
+
+
+def parse_profiles(text):
+    """The names of the ``profile NAME`` blocks of ``show running-config bfd``."""
+    names = set()
+    in_bfd = False
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("!"):
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        if indent == 0:
+            in_bfd = line == "bfd"
+        elif in_bfd and indent == 1:
+            words = line.split()
+            if words[0] == "profile" and len(words) == 2:
+                names.add(words[1])
+    return names
+
+
+def check_profiles(config, profiles):
+    """Refuse a peer naming a profile FRR does not define: FRR takes the name and applies nothing."""
+    for entry in config or []:
+        name = entry.get("profile")
+        if name is not None and name not in profiles:
+            raise BfdConfigError(
+                "peer %s: profile %r is not defined in FRR's bfd configuration (defined: %s)"
+                % (key_text(normalize_key(entry)), name, ", ".join(sorted(profiles)) or "none")
+            )
 
 
 def parse_peers_json(text):

@@ -106,6 +106,8 @@ options:
         description:
           - Name of a BFD profile (defined in FRR's C(bfd) node, not by this module) to apply.
           - FRR applies a profile's values wherever the peer itself holds the default.
+          - The profile must already be defined; FRR would take an unknown name and apply nothing,
+            so the module fails before any change.
           - With O(state=merged) leaving it out keeps the current profile; use O(state=replaced)
             to remove one.
         type: str
@@ -169,7 +171,9 @@ notes:
   - Profiles themselves (C(profile NAME) blocks) are not managed; O(state=overridden) and
     O(state=deleted) never remove them.
   - The module checks what it knows FRR refuses (ranges, multihop and link-local rules, profile
-    name length) before running anything. For the rest, vtysh stops at a line FRR refuses outright
+    name length) and what FRR accepts but cannot mean (a profile it does not define) before
+    changing anything. Echo settings on a multihop peer are refused unless they hold FRR's defaults,
+    which is what O(state=gathered) returns, so gathered output is valid O(config). For the rest, vtysh stops at a line FRR refuses outright
     (exit status 1) but carries on after others (FRR 8.4 YANG errors, exit status 0); either way
     the module fails with FRR's message and returns the configuration it reads back as
     RV(after). Lines before the refused one stay applied.
@@ -370,9 +374,11 @@ class Vtysh(object):
             detail = frr_bfd.condense(e.err + "\n" + e.out) or "no output"
             raise VtyshError("vtysh failed (rc %d) %s: %s" % (e.rc, what, detail))
 
+    def running_config(self):
+        return self.run(["show running-config bfd"], "reading the bfd configuration")
+
     def running_peers(self):
-        out = self.run(["show running-config bfd"], "reading the bfd configuration")
-        return frr_bfd.sorted_peers(frr_bfd.parse_running_config(out))
+        return frr_bfd.sorted_peers(frr_bfd.parse_running_config(self.running_config()))
 
     def peers_status(self):
         return frr_bfd.parse_peers_json(self.run(["show bfd peers json"], "reading the bfd peers"))
@@ -502,7 +508,10 @@ def run_module():
 
     vty = Vtysh(module)
     try:
-        before = vty.running_peers()
+        text = vty.running_config()
+        before = frr_bfd.sorted_peers(frr_bfd.parse_running_config(text))
+        if state in ("merged", "replaced", "overridden"):
+            frr_bfd.check_profiles(config, frr_bfd.parse_profiles(text))
     except (VtyshError, frr_bfd.BfdConfigError) as e:
         module.fail_json(msg=str(e))
 

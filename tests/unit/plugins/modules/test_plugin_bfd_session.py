@@ -34,6 +34,7 @@ PEER2_FAST = default_peer(
     "198.19.0.2", local_address="198.19.0.1", interface="eth1", transmit_interval=10, receive_interval=10
 )
 BLOCK3 = " peer 198.19.0.3\n"
+PROFILE_FAST = " profile fast\n  receive-interval 50\n"
 PEER3 = default_peer("198.19.0.3")
 FAST2 = dict(KEY2, receive_interval=10, transmit_interval=10)
 CREATE2 = apply("bfd", P2, "transmit-interval 10", "receive-interval 10", "exit", "exit")
@@ -128,6 +129,35 @@ CASES: list[dict[str, Any]] = [
         "params": {"state": "gathered"},
         "commands": [Cmd(READ, out=FULL)],
         "expect": {"changed": False, "gathered": FULL_PARSED},
+    },
+    # The resource-module workflow: what gathered returns is valid config and,
+    # fed back unchanged, changes nothing, for every state that replaces.
+    *(
+        {
+            "id": f"gathered-round-trips-{state}",
+            "params": {"config": FULL_PARSED, "state": state},
+            "commands": [Cmd(READ, out=FULL)],
+            "expect": {"changed": False, "commands": [], "after": FULL_PARSED},
+        }
+        for state in ("merged", "replaced", "overridden")
+    ),
+    {
+        # FRR takes a profile name it does not define and applies nothing: refused before any change.
+        "id": "an-undefined-profile-fails-before-any-change",
+        "params": {"config": [dict(KEY2, profile="fastt")]},
+        "commands": [Cmd(READ, out=running(PROFILE_FAST))],
+        "fail": "peer 198.19.0.2 local-address 198.19.0.1 interface eth1: profile 'fastt' is not defined "
+        "in FRR's bfd configuration (defined: fast)",
+    },
+    {
+        "id": "a-defined-profile-is-applied",
+        "params": {"config": [dict(KEY2, profile="fast")]},
+        "commands": [
+            Cmd(READ, out=running(PROFILE_FAST)),
+            Cmd(apply("bfd", P2, "profile fast", "exit", "exit")),
+            Cmd(READ, out=running(PROFILE_FAST, " " + P2 + "\n  profile fast\n")),
+        ],
+        "expect": {"changed": True, "commands": ["bfd", P2, "profile fast", "exit", "exit"]},
     },
     {
         "id": "parsed-runs-nothing",
