@@ -42,6 +42,7 @@ class Options:
     metrics: str | None
     dp_hold: int
     dplane_allow: tuple[int, ...]  # the uids that may be the dataplane (--dplane-allow), resolved
+    dplane_allow_names: tuple[str, ...]  # its names, honoured in the peer's own root too
     pin: Path | None
     deadman_us: int
     demand_poll_us: int
@@ -120,7 +121,12 @@ def run(args: Options) -> int:
             from .dplane import Dataplane  # noqa: PLC0415  (only with a dataplane option)
 
             dataplane = Dataplane(
-                engine, args.dplane_addr, mode=args.dplane_mode, hold_s=args.dp_hold, allow=args.dplane_allow
+                engine,
+                args.dplane_addr,
+                mode=args.dplane_mode,
+                hold_s=args.dp_hold,
+                allow=args.dplane_allow,
+                allow_names=args.dplane_allow_names,
             )
             dataplane.start()
             engine.add_closer(dataplane.close)

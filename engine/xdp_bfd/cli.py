@@ -21,7 +21,7 @@ from . import __version__
 from .app import Options, run
 from .core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EngineError, UsageError
 from .dplane.address import DplaneAddress, parse_dplane_address
-from .dplane.peer import default_allowed, parse_allow_users
+from .dplane.peer import allowed_names, default_allowed, parse_allow_users
 from .stats import locate, show
 from .stats.locate import DEFAULT_STATS_PATH
 
@@ -127,6 +127,7 @@ def parse_args(argv: list[str]) -> Options:
         metrics=args.metrics,
         dp_hold=args.dp_hold,
         dplane_allow=allow,
+        dplane_allow_names=allowed_names(args.dplane_allow),
         pin=args.pin,
         deadman_us=args.deadman_us,
         demand_poll_us=args.demand_poll_us,

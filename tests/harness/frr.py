@@ -65,11 +65,6 @@ class Frr:
         self.uid = uid  # what its daemons run as (a trixie root's frr is not the host's)
         self.version = frr_version(self.root)
 
-    def dplane_allow(self) -> list[str]:
-        """Engine arguments that let this bfdd be the dataplane: the engine's default (frr, root)
-        names the host's frr, and a trixie root's frr has another uid."""
-        return [] if self.root == "/" else ["--dplane-allow", f"root,{self.uid}"]
-
     # Paths as the daemon sees them (inside the chroot when there is one).
     def _p(self, leaf: str) -> str:
         path = self.dir / leaf

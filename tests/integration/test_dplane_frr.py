@@ -178,7 +178,7 @@ def rig(topo, frr_factory, engine_factory, capture_factory):
             peer.configure(*r.p_lines(s))
         r.cap = capture_factory(p, "veth-p")
         # The operator's start order: the engine first, then FRR.
-        r.engine = engine_factory(d, [*engine_args, *(bfdd.dplane_allow() if bfdd is not None else [])])
+        r.engine = engine_factory(d, engine_args)
         if "--dplane-connect" not in engine_args:
             r.engine.wait_log("dplane: listening on")
         if bfdd is not None:

@@ -168,21 +168,20 @@ def _untouched(r: Rig, discr: dict) -> None:
 @pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
 def test_frr103_a_stranger_cannot_connect_while_bfdd_is_connected_or_away(rig, trixie_root):  # noqa: F811
     """Listening engine, FRR 10.3 connecting: a nobody client is refused, with bfdd there and while held."""
-    # The trixie root has its own user database: its frr is not the host's. On a router bfdd and
-    # the engine share one, and the default (frr, root) is what the role passes.
+    # The trixie root has its own user database: its frr is not the host's (on this host uid 997 may
+    # well be somebody else). The default allow list (frr, root) still lets it in, by the name its own
+    # root-owned root gives it (dplane/peer.py name_in_own_root).
     trixie_frr = _chroot_ids(trixie_root)[0]
     r = rig(
-        ["--dplane", str(PORT), "--dp-hold", "20", "--dplane-allow", f"frr,root,{trixie_frr}"],
+        ["--dplane", str(PORT), "--dp-hold", "20"],
         ["--dplaneaddr", f"ipv4c:127.0.0.1:{PORT}"],
         root=trixie_root,
         specs=SPECS,
         interval_ms=INTERVAL_MS,
     )
     assert r.bfdd.version[:2] == (10, 3)
-    # (On this host uid 997 may well carry another name; the uid is what is checked.)
-    assert re.search(
-        rf"^dplane: bfdd connected as (\S+ \(uid {trixie_frr}\)|uid {trixie_frr})$", r.engine.log(), re.M
-    )
+    connected = rf"^dplane: bfdd connected as frr \(uid {trixie_frr} in its own root, pid \d+\)$"
+    assert re.search(connected, r.engine.log(), re.M), r.engine.log()
     discr = _up(r)
 
     # bfdd connected: the stranger is refused before the one-bfdd rule even looks at it.

@@ -52,7 +52,7 @@ def _build(topo, factories, engine_args: list[str], bfdd_args: list[str], root: 
     for s in SPECS:
         peer.configure(*r.p_lines(s))
     r.cap = capture_factory(p, "veth-p")
-    r.engine = engine_factory(d, [*engine_args, *bfdd.dplane_allow()])
+    r.engine = engine_factory(d, engine_args)
     if "--dplane-connect" not in engine_args:
         r.engine.wait_log("dplane: listening on", timeout=60)  # bcc compiles first
     bfdd.start()
@@ -134,7 +134,7 @@ def test_bfddp_connection_survives_three_takeovers(  # noqa: PLR0917  (pytest fi
         before_msgs = _input_messages(r)
         load = CountersLoad(r)
         wait_until(lambda load=load: load.answers >= 1, timeout=10, what="counters answered before")
-        new = engine_factory(r.d, [*args, *r.bfdd.dplane_allow()])
+        new = engine_factory(r.d, args)
         assert old.wait_exit(timeout=90) == 75, old.log()  # the successor compiles first
         new.wait_log(f"pin: adopted {len(SPECS)} sessions", timeout=30)
         line = new.wait_log("dplane: bfdd connected (handed over by engine", timeout=20)

@@ -25,7 +25,7 @@ from .connection import Connection, EchoStamps
 from .dispatch import Dispatch
 from .gate import Gate
 from .hold import Hold
-from .peer import default_allowed
+from .peer import DEFAULT_ALLOWED, default_allowed
 from .registry import Registry
 from .resume import Takeover
 from .transport import Transport
@@ -49,8 +49,10 @@ class Dataplane:
         mode: str,
         hold_s: int = 0,
         allow: Iterable[int] | None = None,
+        allow_names: Iterable[str] = DEFAULT_ALLOWED,
     ) -> None:
-        """``allow``: the uids that may be the dataplane (``--dplane-allow``; default ``frr`` and root)."""
+        """``allow``: the uids that may be the dataplane (``--dplane-allow``; default ``frr`` and root);
+        ``allow_names``: its names, honoured also in the peer's own root (FRR in a chroot of its own)."""
         if mode not in ("listen", "connect"):
             raise ValueError(f"dataplane mode {mode!r}")
         self.host = host
@@ -60,7 +62,11 @@ class Dataplane:
         self.stamps = EchoStamps()
         self.hold = Hold(host, self.registry, hold_s)
         self.gate = Gate(
-            default_allowed() if allow is None else allow, kind=addr.kind, mode=mode, display=addr.display
+            default_allowed() if allow is None else allow,
+            kind=addr.kind,
+            mode=mode,
+            display=addr.display,
+            names=allow_names,
         )
         self.transport = Transport(
             host, addr, mode=mode, hold=self.hold, stamps=self.stamps, handler=self.handle, gate=self.gate

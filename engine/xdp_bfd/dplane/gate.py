@@ -15,14 +15,17 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .peer import (
+    DEFAULT_ALLOWED,
     CredentialError,
     Endpoint,
     Peer,
     connecting_tcp_peer,
     listening_tcp_peer,
+    name_in_own_root,
     unix_peer,
     with_process,
 )
@@ -51,9 +54,15 @@ class Gate:
         kind: str,
         mode: str,
         display: str,
+        names: Iterable[str] = DEFAULT_ALLOWED,
         lookup_process: Callable[[Peer], Peer] = with_process,
+        lookup_root_name: Callable[[int, int], str | None] = name_in_own_root,
     ) -> None:
         self.allowed = frozenset(allowed)
+        # Allowed by name in the peer's own root (FRR run from a chroot of its own).
+        self.names = frozenset(names)
+        self._root_name = lookup_root_name
+        self._root_checks_in_window = 0
         self.kind = kind  # "ipv4", "ipv6" or "unix"
         self.mode = mode  # "listen" or "connect"
         self.display = display
@@ -74,14 +83,36 @@ class Gate:
             )
             return None
         if peer.uid not in self.allowed:
-            # The process is looked up only for a line that is logged.
-            self._refuse(
-                now_us, (peer.uid, peer.inode, peer.pid), lambda: self._process(peer).describe(), NOT_ALLOWED
-            )
+            full = self._with_process_if_named(peer, now_us)
+            name = self._root_name(full.pid, full.uid) if full is not None and full.pid is not None else None
+            if full is not None and name in self.names:
+                self._last_connect_refusal = None
+                return replace(full, root_name=name)
+
+            def who() -> str:
+                # The process is looked up only for a line that is logged (the root check's is reused).
+                return (full or self._process(peer)).describe()
+
+            self._refuse(now_us, (peer.uid, peer.inode, peer.pid), who, NOT_ALLOWED)
             return None
         self._last_connect_refusal = None
         # No /proc scan for an allowed peer: reconnecting stays as quick as it was.
         return peer
+
+    def _with_process_if_named(self, peer: Peer, now_us: int) -> Peer | None:
+        """``peer`` with its process, for the own-root name check (peer.name_in_own_root); None: no check.
+
+        A TCP peer's pid takes a /proc scan, so a stranger hammering the port
+        gets at most LOG_BURST of them per window, as for the log lines.
+        """
+        if not self.names:
+            return None
+        if self._window_start_us is None or now_us - self._window_start_us >= LOG_WINDOW_US:
+            self._window_start_us, self._logged_in_window, self._root_checks_in_window = now_us, 0, 0
+        if self._root_checks_in_window >= LOG_BURST:
+            return None
+        self._root_checks_in_window += 1
+        return self._process(peer)
 
     def credentials(self, sock: socket.socket) -> Peer:
         if self.kind == "unix":

@@ -104,6 +104,7 @@ class Peer:
     pid: int | None = None
     comm: str | None = None
     inode: int = 0  # the TCP socket's inode, to find the process by (0: none, or unix)
+    root_name: str | None = None  # the uid's name in the process's own root (a chroot's frr)
 
     def describe(self) -> str:
         """``uid 65534 (pid 1234, python3)``: for a refusal."""
@@ -114,6 +115,8 @@ class Peer:
     def user(self) -> str:
         """``frr (uid 103)`` (``uid 997`` without a name), with the pid when known: for an accepted peer."""
         pid = f", pid {self.pid}" if self.pid is not None else ""
+        if self.root_name is not None:
+            return f"{self.root_name} (uid {self.uid} in its own root{pid})"
         name = user_name(self.uid)
         return f"uid {self.uid}{pid}" if name == str(self.uid) else f"{name} (uid {self.uid}{pid})"
 
@@ -140,6 +143,13 @@ def resolve_user(name: str) -> int:
         return pwd.getpwnam(name).pw_uid
     except KeyError:
         raise UsageError(f"--dplane-allow: no such user {name!r}") from None
+
+
+def allowed_names(text: str | None) -> tuple[str, ...]:
+    """The user names of ``--dplane-allow`` (default ``frr`` and root): also honoured in a peer's own root."""
+    if text is None:
+        return DEFAULT_ALLOWED
+    return tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip() and not x.strip().isdigit()))
 
 
 def default_allowed() -> tuple[int, ...]:
@@ -354,6 +364,43 @@ def _pids(proc: str) -> Iterable[int]:
     return sorted(int(n) for n in names if n.isdigit())
 
 
+def name_in_own_root(pid: int, uid: int, proc: str = PROC) -> str | None:
+    """``uid``'s name in the root filesystem process ``pid`` runs in, when that root can be trusted.
+
+    FRR run from a root of its own (a chroot, as a second release is run
+    beside the host's) drops to *that* root's frr user, whose uid the host
+    may not know or may give to someone else. The name counts only when the
+    process runs in a root other than ours, shares our user namespace (an unprivileged user cannot make a
+    namespace of its own) and its root and that root's /etc/passwd belong to
+    root and nobody else may write them (so only root could have written
+    the name): otherwise None.
+    """
+    try:
+        if os.readlink(f"{proc}/{pid}/ns/user") != os.readlink(f"{proc}/self/ns/user"):
+            return None
+        root = os.stat(f"{proc}/{pid}/root")
+        ours = os.stat(f"{proc}/self/root")
+        if (root.st_dev, root.st_ino) == (ours.st_dev, ours.st_ino):
+            return None  # our own root: the uid was judged by its number already
+        if not _root_only(root):
+            return None
+        with open(f"{proc}/{pid}/root/etc/passwd", encoding="utf-8", errors="replace") as f:
+            if not _root_only(os.fstat(f.fileno())):
+                return None
+            text = f.read(1 << 20)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) > 2 and parts[2] == str(uid):
+            return parts[0] or None
+    return None
+
+
+def _root_only(st: os.stat_result) -> bool:
+    return st.st_uid == 0 and not st.st_mode & 0o022
+
+
 def with_process(peer: Peer, proc: str = PROC) -> Peer:
     """``peer`` with its pid and process name filled in from its socket's inode, where they can be read."""
     if peer.pid is not None or not peer.inode:
@@ -370,11 +417,13 @@ __all__ = [
     "DiagAnswer",
     "Endpoint",
     "Peer",
+    "allowed_names",
     "build_request",
     "connecting_tcp_peer",
     "default_allowed",
     "diag_query",
     "listening_tcp_peer",
+    "name_in_own_root",
     "parse_allow_users",
     "parse_answer",
     "resolve_user",

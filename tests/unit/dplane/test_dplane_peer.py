@@ -22,7 +22,7 @@ from test_dplane import add
 
 from harness.fakehost import FakeHost
 from xdp_bfd.core.errors import UsageError
-from xdp_bfd.dplane import Dataplane, gate
+from xdp_bfd.dplane import Dataplane, gate, peer
 from xdp_bfd.dplane.address import DplaneAddress
 from xdp_bfd.dplane.peer import (
     TCP_ESTABLISHED,
@@ -403,3 +403,84 @@ def test_connect_mode_refuses_a_strangers_listener_and_sends_it_nothing(kind, tm
     finally:
         dp.close()
         lst.close()
+
+
+# --- FRR from a root of its own (a chroot): its uid named frr there --------------------------
+
+
+def _proc_tree(
+    tmp_path, *, passwd: str, passwd_mode: int = 0o644, root_mode: int = 0o755, userns: str = "u1"
+):
+    """A /proc with ourselves ("self", in /) and pid 42 chrooted into tmp/chroot (real files)."""
+    proc, chroot = tmp_path / "proc", tmp_path / "chroot"
+    (chroot / "etc").mkdir(parents=True)
+    (chroot / "etc" / "passwd").write_text(passwd)
+    (chroot / "etc" / "passwd").chmod(passwd_mode)
+    chroot.chmod(root_mode)
+    for pid, root, ns in (("self", "/", "u1"), ("42", str(chroot), userns)):
+        (proc / pid / "ns").mkdir(parents=True)
+        (proc / pid / "root").symlink_to(root)
+        (proc / pid / "ns" / "user").symlink_to(f"user:[{ns}]")
+    return str(proc)
+
+
+TRIXIE_PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\nfrr:x:997:997:Frr routing suite:/nonexistent:/usr/sbin/nologin\n"
+)
+
+
+def test_a_chroots_frr_is_named_by_its_own_root(tmp_path):
+    proc = _proc_tree(tmp_path, passwd=TRIXIE_PASSWD)
+    assert peer.name_in_own_root(42, 997, proc) == "frr"
+    assert peer.name_in_own_root(42, 1000, proc) is None  # a uid that root does not name
+
+
+@pytest.mark.parametrize(
+    ("what", "kw"),
+    [
+        ("passwd writable by others", {"passwd_mode": 0o666}),
+        ("passwd writable by its group", {"passwd_mode": 0o664}),
+        ("root writable by others", {"root_mode": 0o777}),
+        ("another user namespace (an unprivileged user's own)", {"userns": "u2"}),
+    ],
+)
+def test_a_root_that_someone_else_could_have_written_names_nobody(tmp_path, what, kw):
+    proc = _proc_tree(tmp_path, passwd=TRIXIE_PASSWD, **kw)
+    assert peer.name_in_own_root(42, 997, proc) is None, what
+
+
+def test_our_own_root_names_nobody_beyond_the_uid_check(tmp_path):
+    """In the host's root the uid was judged by its number: its host name must not let it in again."""
+    proc = _proc_tree(tmp_path, passwd=TRIXIE_PASSWD)
+    os.remove(os.path.join(proc, "42", "root"))
+    os.symlink("/", os.path.join(proc, "42", "root"))
+    assert peer.name_in_own_root(42, 0, proc) is None
+
+
+def test_the_gate_lets_a_chroots_frr_in_and_says_so(caplog):
+    """The allow list names frr; the uid is not the host's frr, but its own root calls it frr."""
+    roots = {(4242, 997): "frr", (4343, 998): "mallory"}
+    g = gate.Gate(
+        [ME],
+        kind="unix",
+        mode="listen",
+        display="/run/x.sock",
+        lookup_process=lambda p: p,
+        lookup_root_name=lambda pid, uid: roots.get((pid, uid)),
+    )
+    g.credentials = lambda sock: sock  # type: ignore[method-assign]  # the peer itself stands in for its socket
+    frr = g.vet(Peer(997, pid=4242, comm="bfdd"), 0)  # type: ignore[arg-type]
+    assert frr is not None and frr.root_name == "frr"
+    assert frr.user() == "frr (uid 997 in its own root, pid 4242)"
+    assert g.vet(Peer(998, pid=4343, comm="bfdd"), 0) is None  # type: ignore[arg-type]
+    assert g.refused == 1
+    g.names = frozenset()  # --dplane-allow with uids only: no name to honour
+    assert g.vet(Peer(997, pid=4242, comm="bfdd"), 0) is None  # type: ignore[arg-type]
+    assert [r for r in _refusals(caplog)][-1].startswith(
+        "dplane: refused a connection from uid 997 (pid 4242"
+    )
+
+
+def test_allowed_names_default_and_explicit():
+    assert peer.allowed_names(None) == ("frr", "root")
+    assert peer.allowed_names("frr,0,bfdops") == ("frr", "bfdops")
