@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import __version__
 from ..wire.control import State
-from .host import DocWaiter, Entry, PacketCounts, SessionObserver
+from .host import DocWaiter, Entry, SessionObserver
 from .lag import LoopLag
 from .sched import describe as sched_description
 from .stats_format import DIAG_NAMES, STATE_NAMES, wall_clock_of, write_atomic
@@ -40,14 +40,12 @@ class StatsDocument:
         sessions: Mapping[int, Entry],
         observers: list[SessionObserver],
         *,
-        counts: Callable[[Entry], PacketCounts],
         drops: Counter,
         lag: LoopLag,
         deadman_us: int,
     ) -> None:
         self.sessions = sessions
         self.observers = observers
-        self.counts = counts
         self.drops = drops
         self.lag = lag
         self.deadman_us = deadman_us

@@ -65,7 +65,6 @@ class Engine:
         self.document = StatsDocument(
             self.table.sessions,
             self.observers,
-            counts=self.packet_counts,
             drops=self.drops,
             lag=self.reactor.lag,
             deadman_us=deadman_us,
