@@ -64,6 +64,11 @@ def assert_refused(result: Any, variable: str, before: str, after: str) -> None:
     assert after == before, "the host changed although the play failed"
 
 
+# A multihop peer with echo: FRR has no echo on multihop sessions.
+MULTIHOP_ECHO = {"peer": "198.19.0.2", "local_address": "198.19.0.1", "multihop": True, "echo_mode": True}
+# The mistyped interface of issue 20: FRR takes it and the peer never comes up.
+NO_SUCH_IF = {"peer": "198.19.0.2", "interface": "nosuch0"}
+
 # (role, extra vars, the variable the message must name)
 CASES = [
     pytest.param("host_tuning", {"xdp_bfd_dplane_port": 70000}, "xdp_bfd_dplane_port", id="port-above-65535"),
@@ -104,6 +109,17 @@ CASES = [
         "frr", {"xdp_bfd_sessions_wait": "soon"}, "xdp_bfd_sessions_wait", id="sessions-wait-choice"
     ),
     pytest.param("frr", {"xdp_bfd_dplane_port": 99999}, "xdp_bfd_dplane_port", id="frr-port-above-65535"),
+    # bfd_session's own rules, checked offline (state rendered) before FRR is even installed.
+    pytest.param(
+        "frr", {"xdp_bfd_sessions": [MULTIHOP_ECHO]}, "xdp_bfd_sessions", id="session-echo-on-multihop"
+    ),
+    pytest.param(
+        "frr",
+        {"xdp_bfd_sessions": [{"peer": "198.19.0.2", "receive_interval": 5}]},
+        "xdp_bfd_sessions",
+        id="session-interval-below-10ms",
+    ),
+    pytest.param("frr", {"xdp_bfd_sessions": [NO_SUCH_IF]}, "nosuch0", id="session-unknown-interface"),
 ]
 
 
@@ -116,16 +132,51 @@ def test_bad_variable_fails_before_any_change(
     assert_refused(result, variable, before, probe(host))
 
 
-def test_site_refuses_a_bad_engine_variable_before_host_tuning_changes_anything(
-    tmp_path: Path, host: Container
+SITE_CASES = [
+    pytest.param({"xdp_bfd_xdp_mode": "turbo"}, "xdp_bfd_xdp_mode", id="engine-variable"),
+    pytest.param({"xdp_bfd_sessions": [MULTIHOP_ECHO]}, "xdp_bfd_sessions", id="session-echo-on-multihop"),
+    pytest.param({"xdp_bfd_sessions": [NO_SUCH_IF]}, "nosuch0", id="session-unknown-interface"),
+    pytest.param(
+        {"xdp_bfd_sessions": [{"peer": "198.19.0.2", "intervall": 10}]}, "intervall", id="session-unknown-key"
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "variable"), SITE_CASES)
+def test_site_refuses_bad_input_before_host_tuning_changes_anything(
+    tmp_path: Path, host: Container, extra: dict[str, Any], variable: str
 ) -> None:
-    # site.yml runs host_tuning first: a mistake in a later role's variables
-    # must still stop the play before the first role writes anything.
+    # site.yml runs host_tuning first: a mistake in a later role's variables,
+    # the BFD sessions included, must still stop the first play before the
+    # first role writes anything.
     before = probe(host)
-    result = run_playbook(
-        tmp_path, host.name, str(REPO / "playbooks" / "site.yml"), {"xdp_bfd_xdp_mode": "turbo"}
-    )
-    assert_refused(result, "xdp_bfd_xdp_mode", before, probe(host))
+    result = run_playbook(tmp_path, host.name, str(REPO / "playbooks" / "site.yml"), extra)
+    assert_refused(result, variable, before, probe(host))
+    assert "Reserve the dataplane port" not in " ".join(result.tasks), result.tasks
+
+
+PREFLIGHT_PLAY = """\
+- name: The frr role's preflight alone
+  hosts: bfd_routers
+  gather_facts: true
+  tasks:
+    - name: Preflight
+      ansible.builtin.include_role:
+        name: xdp_bfd.fastpath.frr
+        tasks_from: preflight
+"""
+
+
+def test_valid_sessions_pass_the_preflight(tmp_path: Path, host: Container) -> None:
+    # The witness for the session cases: the same checks let a good peer
+    # through (its interface exists - the container has only lo -, its values are FRR's to take).
+    good = {"peer": "198.19.0.2", "local_address": "198.19.0.1", "interface": "lo", "receive_interval": 100}
+    multihop = {"peer": "198.19.9.2", "local_address": "198.19.0.1", "multihop": True, "minimum_ttl": 250}
+    extra = {"xdp_bfd_sessions": [good, multihop], "xdp_bfd_dplane_mode": "connect"}
+    result = run_playbook(tmp_path, host.name, PREFLIGHT_PLAY, extra)
+    assert result.rc == 0, result.failures or result.output[-3000:]
+    assert "xdp_bfd.fastpath.frr : The sessions are valid BFD peers" in result.tasks
+    assert "xdp_bfd.fastpath.frr : Every session's interface exists" in result.tasks
 
 
 def test_reserved_port_in_engine_range_on_the_host_is_refused(tmp_path: Path, host: Container) -> None:
