@@ -68,7 +68,7 @@ class Link(Protocol):
     def conn(self) -> Connection | None:
         """The current connection (None between connections)."""
 
-    def barrier_passed(self, conn: Connection) -> None: ...
+    def barrier_passed(self, conn: Connection, now_us: int) -> None: ...
 
 
 class Dispatch:
@@ -97,7 +97,7 @@ class Dispatch:
             # full (the registration burst can fill it), so a later keepalive
             # reply stands in for a lost barrier reply.
             if conn.barrier is not None and conn.barrier <= msg.dp_time <= self.stamps.last:
-                self.link.barrier_passed(conn)
+                self.link.barrier_passed(conn, now_us)
         elif isinstance(msg, EchoRequest):
             # bfdd never asks, but answering costs nothing and lets anyone check we are alive.
             conn.send(EchoReply(msg.dp_time, time.time_ns() // 1000))

@@ -1,15 +1,18 @@
 """``--dp-hold SEC``: what becomes of bfdd's sessions while no bfdd is connected.
 
-When bfdd goes away its sessions stay on the wire, held. When it comes back
-(any connection), a re-added session with the same address pair is adopted.
-The ECHO_REQUEST sent right after connecting is answered after bfdd's
-registration burst (bfdd's output is FIFO), so its reply is a barrier: held
-sessions not re-added by then are orphans and are torn down (AdminDown). A
-deadline ``SEC`` after the disconnect that orphaned them tears down whatever
-is still held, so a bfdd that never returns does not leave sessions up
-forever — and a client that connects but never answers the barrier cannot
-hold them longer either. Without ``--dp-hold`` a disconnect removes every
-bfdd session with AdminDown, and bfdd's re-adds recreate them.
+When bfdd goes away its sessions stay on the wire, held, each until its own
+deadline: ``SEC`` after the disconnect that orphaned it. Whatever bfdd does in
+between does not shorten that: a held session is adopted when a bfdd re-adds
+one with the same address pair, on this connection or a later one, and torn
+down (AdminDown) only when its deadline passes. Under watchfrr a restarted
+bfdd connects to the data plane before its peers are configured (the
+integrated config arrives seconds later through vtysh), and it may connect,
+be reset and connect again first: none of that is a verdict. The end of
+bfdd's registration burst (the reply to the ECHO_REQUEST sent right after
+connecting) is only logged, with what is still held. A session that was
+re-added and is orphaned again gets a new deadline from that disconnect.
+Without ``--dp-hold`` a disconnect removes every bfdd session with
+AdminDown, and bfdd's re-adds recreate them.
 """
 
 from __future__ import annotations
@@ -62,12 +65,18 @@ class Hold:
             log.info("dplane: hold expired: tearing down %d sessions bfdd did not re-add", len(recs))
             self.teardown(recs)
 
-    def barrier_passed(self) -> None:
-        """bfdd's registration burst is over: what it did not re-add is orphaned."""
-        orphans = self.registry.held()
-        if orphans:
-            log.info("dplane: bfdd did not re-add %d held sessions; tearing them down", len(orphans))
-            self.teardown(orphans)
+    def barrier_passed(self, now_us: int) -> None:
+        """bfdd's registration burst is over. What it did not re-add stays held until its
+        deadline: its configuration may still come (vtysh, seconds later under watchfrr)."""
+        held = self.registry.held()
+        if held:
+            first = min(r.held_until_us for r in held if r.held_until_us is not None)
+            log.info(
+                "dplane: bfdd connected with %d sessions still held; they stay on the wire until bfdd "
+                "re-adds them or their hold expires (the first in %.1f s)",
+                len(held),
+                max(0, first - now_us) / 1e6,
+            )
 
     def teardown(self, recs: Iterable[DpSession]) -> None:
         for rec in recs:

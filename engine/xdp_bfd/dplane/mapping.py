@@ -130,10 +130,11 @@ def counters_reply(request: CountersRequest, counts: PacketCounts | None) -> Cou
 
 
 def describe(msg: AddSession | DeleteSession) -> str:
-    """A session message's path, as the log lines name it."""
-    hop = " multihop" if msg.flags & SessionFlags.MULTIHOP else ""
+    """A session message's path, as the log lines name it: the hop mode always, since a
+    single-hop and a multihop session on one address pair are two sessions."""
+    hop = "multihop" if msg.flags & SessionFlags.MULTIHOP else "single-hop"
     where = f" on {msg.ifname}" if msg.ifname else ""
-    return f"{msg.src or '*'} -> {msg.dst}{where}{hop}"
+    return f"{msg.src or '*'} -> {msg.dst}{where} {hop}"
 
 
 __all__ = [

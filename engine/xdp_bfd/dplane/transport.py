@@ -286,12 +286,12 @@ class Transport:
     def handle(self, conn: Connection, msg: Message, now_us: int) -> None:
         self.handler(conn, msg, now_us)
 
-    def barrier_passed(self, conn: Connection) -> None:
+    def barrier_passed(self, conn: Connection, now_us: int) -> None:
         """bfdd answered the barrier: a working bfdd, and the end of its registration burst."""
         conn.barrier = None
         conn.proven = True
         self._backoff_us = BACKOFF_FIRST_US
-        self.hold.barrier_passed()
+        self.hold.barrier_passed(now_us)
 
     # -- --pin: the sockets a predecessor handed over (resume.py) -------------------------
 

@@ -24,7 +24,7 @@ from harness.fakehost import FakeHost
 from xdp_bfd.core.host import Entry, PacketCounts
 from xdp_bfd.dplane import Dataplane, connection, dispatch
 from xdp_bfd.dplane.address import DplaneAddress
-from xdp_bfd.dplane.mapping import counters_reply, echo_tx_interval_us, same_path, session_config
+from xdp_bfd.dplane.mapping import counters_reply, describe, echo_tx_interval_us, same_path, session_config
 from xdp_bfd.dplane.registry import DpSession, Registry
 from xdp_bfd.session import SessionConfig
 from xdp_bfd.wire.bfddp import (
@@ -360,30 +360,69 @@ def test_hold_adopts_under_a_new_id_keeping_the_discriminator_and_reports_up_onc
     assert eng.removed == [] and dp.registry.held() == []
 
 
-def test_the_barrier_tears_down_held_sessions_bfdd_did_not_re_add():
+def test_the_barrier_is_no_verdict_a_held_session_waits_for_its_re_add():
+    # Issue 20: under watchfrr bfdd connects before its peers are configured; the
+    # integrated config arrives seconds later through vtysh. The end of the burst
+    # tears nothing down: the held session is adopted when its re-add comes.
     dp, eng = dataplane(hold_s=5)
     conn = connect(dp)
     feed(dp, conn, add(1001), add(1002, dst=V4("198.19.1.3")))
     dp.transport.disconnected(conn, 0)  # type: ignore[arg-type]
     conn = connect(dp)
-    feed(dp, conn, add(3001))  # only the first path comes back
-    feed(dp, conn, EchoReply(conn.barrier - 1, 0))  # type: ignore[operator]
-    assert eng.removed == []  # not a reply to the barrier
+    feed(dp, conn, add(3001))  # only the first path comes back in the burst
     barrier(dp, conn)
+    assert eng.removed == [] and sorted(eng.sessions) == [1001, 1002]
+    eng.run_calls(2_000_000)
+    feed(dp, conn, add(3002, dst=V4("198.19.1.3")))  # vtysh configures the second peer
+    assert eng.removed == [] and sorted(eng.sessions) == [1001, 1002]
+    assert dp.registry.held() == [] and dp.registry.by_lid[3002].discr == 1002
+    eng.run_calls(10_000_000)  # the old deadline passes: nothing is held any more
+    assert eng.removed == []
+
+
+def test_connect_reset_connect_keeps_the_first_deadline():
+    # bfdd connects with no peers, is reset, connects again: the hold runs from the
+    # disconnect that orphaned the sessions, whatever happens in between.
+    dp, eng = dataplane(hold_s=5)
+    conn = connect(dp)
+    feed(dp, conn, add(1001), add(1002, dst=V4("198.19.1.3")))
+    dp.transport.disconnected(conn, 1_000_000)  # type: ignore[arg-type]
+    conn = connect(dp)
+    barrier(dp, conn)  # an empty burst
+    dp.transport.lost(conn, "Connection reset by peer", 1_500_000)  # type: ignore[arg-type]
+    conn = connect(dp)
+    barrier(dp, conn)
+    eng.run_calls(4_000_000)
+    feed(dp, conn, add(4001))  # 1001's peer configured at last
+    assert eng.removed == []
+    eng.run_calls(5_999_999)
+    assert eng.removed == []
+    eng.run_calls(6_000_000)  # 5 s after the first disconnect: only the one never re-added goes
     assert eng.removed == [(1002, True)] and list(eng.sessions) == [1001]
 
 
-def test_a_later_reply_stands_in_for_a_lost_barrier_reply():
+def test_a_session_orphaned_again_gets_a_new_deadline():
     dp, eng = dataplane(hold_s=5)
     conn = connect(dp)
     feed(dp, conn, add(1001))
     dp.transport.disconnected(conn, 0)  # type: ignore[arg-type]
     conn = connect(dp)
+    feed(dp, conn, add(2001))
+    dp.transport.disconnected(conn, 4_000_000)  # type: ignore[arg-type]
+    eng.run_calls(8_999_999)
+    assert eng.removed == []
+    eng.run_calls(9_000_000)
+    assert eng.removed == [(1001, True)]
+
+
+def test_a_later_reply_stands_in_for_a_lost_barrier_reply():
+    dp, _eng = dataplane(hold_s=5)
+    conn = connect(dp)
     later = dp.transport.echo(conn)  # type: ignore[arg-type]
     feed(dp, conn, EchoReply(later + 1_000_000, 0))  # never sent: proves nothing
-    assert eng.removed == []
+    assert not conn.proven
     feed(dp, conn, EchoReply(later, 0))
-    assert eng.removed == [(1001, True)]
+    assert conn.proven and conn.barrier is None
 
 
 def test_the_hold_deadline_tears_down_what_nobody_re_added():
@@ -760,3 +799,10 @@ def test_other_transports_connect(kind, tmp_path):
     finally:
         dp.close()
         server.close()
+
+
+def test_log_lines_name_the_hop_mode():
+    # One address pair, two sessions: every line says which one it means.
+    single, multi = add(1001), add(1002, flags=SessionFlags.MULTIHOP, ifname="")
+    assert describe(single) == f"{LOCAL} -> {PEER} on veth-d single-hop"
+    assert describe(multi) == f"{LOCAL} -> {PEER} multihop"
