@@ -424,6 +424,86 @@ def test_bfdd_sigkill_and_restart(rig, hold):
         assert "dplane: removing 2 sessions with bfdd gone (no --dp-hold)" in log
 
 
+# How long the configuration takes to arrive after bfdd connects, as under watchfrr
+# (frr.service starts the daemons, then vtysh -b applies the integrated config):
+# a test input, not a wait for something.
+CONFIG_LATE_S = 2.0
+
+
+@pytest.mark.timing(stall_ms=100, userspace=True)  # a 3x50 ms flap: detection time less one interval
+@pytest.mark.parametrize("resets", [0, 1], ids=["config-seconds-later", "connect-reset-connect"])
+def test_held_sessions_wait_for_their_deadline_not_for_the_connection(rig, resets):
+    """watchfrr's order: bfdd connects with no peers, its configuration comes seconds later by vtysh.
+
+    Issue 20: the engine took the end of bfdd's first registration burst as the verdict and
+    tore down what was not re-added yet. Now held sessions stay on the wire until bfdd
+    re-adds them or the hold expires, through any number of connections in between
+    (``resets``: bfdd is killed again after it connected empty, so the engine sees a
+    connection, its end, and another). The peer's down counter must not move and its
+    capture shows only Up packets with the discriminators it knew.
+    """
+    specs = (SH4, SH6)
+    hold = 20
+    r = rig(
+        ["--dplane-connect", f"ipv4:127.0.0.1:{PORT}", "--dp-hold", str(hold)],
+        ["--dplaneaddr", f"ipv4:127.0.0.1:{PORT}"],
+        specs=specs,
+        interval_ms=SLOW_MS,
+    )
+    # bfdd.conf stays empty: the restarted bfdd knows no peer until vtysh configures them.
+    for s in specs:
+        r.bfdd.configure(*r.d_lines(s))
+    r.wait_up(*specs)
+    before = {s: (r.in_p(s)["remote-id"], _counters(r.peer, r.ours(s), False)) for s in specs}
+    for s in specs:
+        assert before[s][1]["session-down"] == 0
+
+    mark = r.cap.snapshot()[-1].ts
+    t0 = time.monotonic()
+    for n in range(resets + 1):
+        r.bfdd.restart_bfdd()
+        # bfdd connected and its (empty) burst ended. The engine of issue 20 judged here
+        # ("bfdd did not re-add 2 held sessions; tearing them down"): that line ends the
+        # wait too, and the peer's counters below then fail the test.
+        wait_until(
+            lambda n=n: (
+                r.engine.log().count("dplane: bfdd connected with 2 sessions still held") > n
+                or "did not re-add" in r.engine.log()
+            ),
+            timeout=10,
+            what=f"bfdd's empty registration burst #{n + 1}",
+        )
+    time.sleep(CONFIG_LATE_S)
+    for s in specs:
+        assert r.in_p(s).get("status") == "up", f"{s.name} went down before bfdd was configured"
+        r.bfdd.configure(*r.d_lines(s))
+    r.wait_up(*specs, timeout=hold)
+    back = time.monotonic() - t0
+    wait_until(lambda: r.cap.snapshot()[-1].ts > mark + back + 1.0, timeout=5, what="a second of capture")
+    pkts = r.cap.stop()
+    log = r.engine.log()
+    print(
+        f"\n--dp-hold {hold}, {resets} reset(s), configuration {CONFIG_LATE_S} s after the burst: "
+        f"Up in d again after {back * 1e3:.0f} ms"
+    )
+    for s in specs:
+        discr_before, _ = before[s]
+        ours = r.from_d(s, pkts)
+        after = [x for x in ours if x.ts > mark]
+        states = collections.Counter(x.state for x in after)
+        c = _counters(r.peer, r.ours(s), False)
+        print(
+            f"  {s.name}: states from d after the kill {dict(states)}, peer session-down {c['session-down']}"
+        )
+        assert after, "nothing captured after the restart"
+        assert c["session-down"] == 0 and c["session-up"] == 1, c
+        assert states.keys() == {"up"}, f"non-Up packets from d: {states}"
+        assert {x.my_discr for x in after} == {discr_before}, "the discriminator on the wire changed"
+        assert r.in_p(s)["status"] == "up" and r.in_p(s)["remote-id"] == discr_before
+    assert log.count("dplane: adopted held session") == len(specs)
+    assert "tearing" not in log and "removed" not in log
+
+
 class Splice:
     """A loopback TCP relay in a namespace between the engine and bfdd that can corrupt the stream.
 
