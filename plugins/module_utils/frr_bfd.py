@@ -328,6 +328,48 @@ def check_profiles(config, profiles):
             )
 
 
+def parse_interfaces_json(text):
+    """``show interface vrf all json`` as {name: vrf}: the interfaces zebra has from the kernel.
+
+    Pseudo interfaces (named in FRR's configuration, absent from the kernel) are left out.
+    """
+    text = (text or "").strip()
+    try:
+        data = json.loads(text or "{}")
+    except ValueError as e:
+        raise BfdConfigError("cannot parse 'show interface vrf all json' output: %s" % e)
+    if not isinstance(data, dict):
+        raise BfdConfigError("'show interface vrf all json' did not return an object")
+    return dict(
+        (name, info.get("vrfName") or "default")
+        for name, info in data.items()
+        if isinstance(info, dict) and not info.get("pseudoInterface")
+    )
+
+
+def check_interfaces(config, interfaces):
+    """Refuse a peer on an interface the host does not have (in the peer's VRF).
+
+    FRR takes the name, never brings the session up, and bfdd never hands it to the engine.
+    """
+    for entry in config or []:
+        name = entry.get("interface")
+        if not name:
+            continue
+        vrf = entry.get("vrf") or "default"
+        where = interfaces.get(name)
+        if where is None:
+            raise BfdConfigError(
+                "peer %s: interface %s does not exist on this host (interfaces: %s); FRR would take the "
+                "peer, never bring it up, and bfdd would never hand it to the engine"
+                % (key_text(normalize_key(entry)), name, ", ".join(sorted(interfaces)) or "none")
+            )
+        if where != vrf:
+            raise BfdConfigError(
+                "peer %s: interface %s is in vrf %s, not in vrf %s" % (key_text(normalize_key(entry)), name, where, vrf)
+            )
+
+
 def parse_peers_json(text):
     """``show bfd peers json`` as a list (FRR prints nothing at all when there are none)."""
     text = (text or "").strip()

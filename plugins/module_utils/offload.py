@@ -21,7 +21,7 @@ import ipaddress
 import json
 import time
 
-from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate
+from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import frr_bfd, locate
 
 DEFAULT_PROCESS_NAME = "xdp-bfd"
 # A session's kernel TX is "recent" when younger than this many detection times (the fast
@@ -144,6 +144,84 @@ def peer_offload_reasons(stats, peers, max_ktx_age_us=None):
     return reasons
 
 
+def link_clock(session):
+    """Who clocks one session's packets: ``kernel`` (the kernel's transmit clock runs for it),
+    ``peer-clocked`` (XDP answers the peer's packets) or ``userspace``.
+
+    ``kernel_clock`` is absent from engines before the kernel transmit clock: then the fast
+    path's ``kernel_tx_active`` alone says whether XDP answers.
+    """
+    if session.get("kernel_clock"):
+        return "kernel"
+    return "peer-clocked" if session.get("kernel_tx_active") else "userspace"
+
+
+def links(stats):
+    """One line per engine session: its name, its state and who clocks it (:func:`link_clock`)."""
+    return [
+        {"session": session_name(s), "state": s.get("state"), "clock": link_clock(s)}
+        for s in (stats or {}).get("sessions") or []
+        if isinstance(s, dict)
+    ]
+
+
+def frr_peers_verdict(stats, statuses, max_ktx_age_us=None):
+    """(summary, reasons) for the peers bfdd is configured with (``show bfd peers json``).
+
+    A peer not shut down counts as offloaded when FRR has it Up and the engine has an Up
+    session for it that the kernel answers; every other one is named in the one reason.
+    The engine's own counts cannot see a peer bfdd never handed to it (a mistyped interface).
+    """
+    configured = [st for st in statuses if st.get("status") != "shutdown"]
+    up = offloaded = 0
+    bad = []
+    for st in configured:
+        label = "%s%s%s%s" % (
+            st.get("peer"),
+            " local %s" % st["local"] if st.get("local") else "",
+            " on %s" % st["interface"] if st.get("interface") else "",
+            " (multihop)" if st.get("multihop") else "",
+        )
+        problems = []
+        if st.get("status") == "up":
+            up += 1
+        else:
+            problems.append("%s in FRR" % st.get("status"))
+        s = find_session(stats, st.get("peer"), st.get("local"), st.get("interface"), st.get("multihop"))
+        if s is None:
+            problems.append("no session in the engine")
+        elif s.get("state") != "up":
+            problems.append("the engine's session is %s" % s.get("state"))
+        elif session_reasons(s, max_ktx_age_us):
+            problems.append("not answered by the kernel")
+        if problems:
+            bad.append("%s: %s" % (label, ", ".join(problems)))
+        else:
+            offloaded += 1
+    summary = {"configured": len(configured), "up": up, "offloaded": offloaded}
+    if not bad:
+        return summary, []
+    return summary, [
+        "%d of %d BFD peers configured in FRR are not Up and offloaded: %s"
+        % (len(bad), len(configured), "; ".join(bad))
+    ]
+
+
+def read_frr_peers(module, vtysh_socket=None):
+    """(``show bfd peers json`` as a list, error); (None, None) when there is no vtysh."""
+    vtysh = module.get_bin_path("vtysh")
+    if not vtysh:
+        return None, None
+    argv = frr_bfd.vtysh_argv(vtysh, vtysh_socket, ["show bfd peers json"])
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        return None, "cannot read bfdd's peers (vtysh rc %d): %s" % (rc, frr_bfd.condense(err + "\n" + out) or "no output")
+    try:
+        return frr_bfd.parse_peers_json(out), None
+    except frr_bfd.BfdConfigError as e:
+        return None, "cannot read bfdd's peers: %s" % e
+
+
 def read_stats(path):
     """(document, error): the stats JSON at ``path``; never raises for a missing or bad file."""
     try:
@@ -211,15 +289,18 @@ def stats_location(path=None, pidfile=None, process_name=DEFAULT_PROCESS_NAME):
 
 
 def collect(module, path=None, pidfile=None, process_name=DEFAULT_PROCESS_NAME,
-            timeout=5.0, max_ktx_age_us=None, min_sessions=1):
+            timeout=5.0, max_ktx_age_us=None, min_sessions=1, frr_peers="never", vtysh_socket=None):
     """Signal the engine, wait (bounded) for stats written after the signal, judge them.
 
     ``path`` None: the stats path is found from the running engine (:func:`stats_location`).
+    ``frr_peers``: ``always`` also judges bfdd's configured peers (:func:`frr_peers_verdict`),
+    ``auto`` does when the engine has a dataplane and vtysh is installed, ``never`` does not.
     Returns a dict: stats, offload_live, reasons, signaled, signal_command, waited,
-    stats_path, stats_path_from.
+    stats_path, stats_path_from, frr_peers (the summary, or None when not judged), links
+    (:func:`links`).
     """
     result = {"stats": None, "offload_live": False, "reasons": [], "signaled": False,
-              "signal_command": None, "waited": 0.0}
+              "signal_command": None, "waited": 0.0, "frr_peers": None, "links": []}
     stats_path, path, result["stats_path_from"], error = stats_location(path, pidfile, process_name)
     result["stats_path"] = stats_path
     if error:
@@ -252,6 +333,16 @@ def collect(module, path=None, pidfile=None, process_name=DEFAULT_PROCESS_NAME,
         result["reasons"].append("%s (waited %.1f s after the signal)" % (read_error, float(timeout)))
         return result
     live, reasons = evaluate(doc, signal_time, max_ktx_age_us, min_sessions)
-    result["offload_live"] = live
+    result["links"] = links(doc)
+    if frr_peers == "always" or (frr_peers == "auto" and doc.get("dplane") is not None):
+        statuses, error = read_frr_peers(module, vtysh_socket)
+        if error:
+            reasons.append(error)
+        elif statuses is not None:
+            result["frr_peers"], more = frr_peers_verdict(doc, statuses, max_ktx_age_us)
+            reasons.extend(more)
+        elif frr_peers == "always":
+            reasons.append("vtysh is not installed: bfdd's peers cannot be read")
+    result["offload_live"] = not reasons
     result["reasons"] = reasons
     return result

@@ -63,6 +63,10 @@ options:
       interface:
         description:
           - Interface a single-hop session is bound to. FRR refuses it on multihop peers.
+          - When the task changes anything (O(state) V(merged), V(replaced) or V(overridden)), every
+            O(config[].interface) must be one zebra has from the kernel, in the peer's VRF
+            (C(show interface vrf all json)); otherwise the module fails before any change. FRR
+            would take the name, never bring the session up, and bfdd would never hand it to the engine.
         type: str
       vrf:
         description: VRF of the session; V(default) and leaving it out are the same.
@@ -383,6 +387,10 @@ class Vtysh(object):
     def peers_status(self):
         return frr_bfd.parse_peers_json(self.run(["show bfd peers json"], "reading the bfd peers"))
 
+    def interfaces(self):
+        """zebra's interfaces, every VRF: the ones a peer's ``interface`` may name."""
+        return self.run(["show interface vrf all json"], "reading the interfaces")
+
 
 class VtyshError(Exception):
     pass
@@ -519,6 +527,12 @@ def run_module():
         module.exit_json(changed=False, gathered=before)
 
     commands, after = frr_bfd.compute(before, config, state)
+    if commands and state in ("merged", "replaced", "overridden") and any(e.get("interface") for e in config):
+        # Before any change (in check mode too: reading the interfaces changes nothing).
+        try:
+            frr_bfd.check_interfaces(config, frr_bfd.parse_interfaces_json(vty.interfaces()))
+        except (VtyshError, frr_bfd.BfdConfigError) as e:
+            module.fail_json(msg=str(e), before=before)
     result = dict(changed=bool(commands), before=before, after=after, commands=commands)
     if module._diff:
         result["diff"] = dict(before=frr_bfd.render_config(before), after=frr_bfd.render_config(after))

@@ -29,6 +29,10 @@ description:
   - every Up session has kernel transmissions (C(kernel_tx_packets) > 0) and its last one is
     recent (C(last_ktx_age_us) at most O(max_ktx_age_us), by default three times the session's
     C(detect_time_us)). An Up session without recent kernel TX is being answered by userspace.
+  - with O(frr_peers), every BFD peer bfdd is configured with and has not shut down is Up in
+    FRR and has an Up session in the engine that the kernel answers (RV(frr_peers)). The
+    engine's own counts cannot show a peer bfdd never handed to it, such as one on a mistyped
+    interface.
   - Changes nothing on the host; the stats dump the signal triggers is the engine's normal
     reporting path.
 author:
@@ -85,6 +89,18 @@ options:
         engine with no sessions "not live" (nothing is offloaded); set 0 to accept it.
     type: int
     default: 1
+  frr_peers:
+    description:
+      - Also judge the peers bfdd is configured with (C(vtysh -c 'show bfd peers json')).
+      - V(auto) does when the engine has a dataplane (bfdd drives it; C(dplane) in the stats is
+        not null) and vtysh is installed; V(always) does whatever the engine runs, and counts a
+        missing vtysh as a reason; V(never) does not.
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  vtysh_socket:
+    description: Directory of FRR's vty sockets (C(vtysh --vty_socket)), for an FRR not in the default place.
+    type: path
 notes:
   - The module never fails because the offload is not live; assert on RV(offload_live) (and show
     RV(reasons)) in the play. It fails only on invalid parameters.
@@ -167,6 +183,24 @@ signal_command:
   type: list
   elements: str
   sample: [/usr/bin/pkill, -USR1, -x, xdp-bfd]
+frr_peers:
+  description:
+    - The peers bfdd is configured with, not counting those shut down - C(configured), C(up)
+      (Up in FRR) and C(offloaded) (also Up in the engine and answered by the kernel); null
+      when they were not judged (see O(frr_peers)).
+  returned: always
+  type: dict
+  sample: {configured: 2, up: 1, offloaded: 1}
+links:
+  description:
+    - One item per engine session - C(session) (C(local->peer on if)), C(state), and C(clock),
+      who clocks its packets - V(kernel) (the kernel's transmit clock runs for it, C(kernel_clock)
+      in the stats), V(peer-clocked) (XDP answers the peer's packets, C(kernel_tx_active)) or
+      V(userspace). Engines without C(kernel_clock) in their stats show V(peer-clocked) or V(userspace).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{session: "198.19.0.1->198.19.0.2 on eth0", state: up, clock: peer-clocked}]
 waited:
   description: Seconds spent waiting for the stats after the signal.
   returned: always
@@ -188,6 +222,8 @@ def run_module():
             timeout=dict(type="float", default=5),
             max_ktx_age_us=dict(type="int"),
             min_sessions=dict(type="int", default=1),
+            frr_peers=dict(type="str", default="auto", choices=["auto", "always", "never"]),
+            vtysh_socket=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -209,6 +245,8 @@ def run_module():
         timeout=p["timeout"],
         max_ktx_age_us=p["max_ktx_age_us"],
         min_sessions=p["min_sessions"],
+        frr_peers=p["frr_peers"],
+        vtysh_socket=p["vtysh_socket"],
     )
     module.exit_json(changed=False, **result)
 

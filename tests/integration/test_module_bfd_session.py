@@ -4,7 +4,8 @@ Two namespaces, one veth, zebra + bfdd in each (tests/harness/frr.py). The modul
 executed by ``ansible`` itself (ad-hoc, connection local, AnsiballZ and all) from a
 temporary ``ansible_collections/xdp_bfd/fastpath`` tree, with ``vtysh_socket`` pointing
 at side a's private FRR: it creates a session that comes Up against side b, is idempotent,
-previews a change in check mode without making it, replaces and deletes.
+previews a change in check mode without making it, refuses a peer on an interface the host does
+not have, replaces and deletes.
 """
 
 from __future__ import annotations
@@ -58,6 +59,19 @@ def test_bfd_session_against_frr(topo, frr_factory, ansible_env):
     assert not res.get("failed"), res
     assert res["changed"] is False
     assert res["commands"] == []
+
+    # Issue 20: a mistyped interface fails before any change (zebra's interfaces, read through the
+    # same vtysh), in check mode and for real; FRR keeps exactly the one peer it had.
+    typo = {**peer, "interface": "nosuch0", "receive_interval": 200}
+    for check in (True, False):
+        res = run_module(ansible_env, {**base, "config": [typo]}, check=check)
+        assert res.get("failed"), res
+        assert res["msg"] == (
+            f"peer {b.ip4} local-address {a.ip4} interface nosuch0: interface nosuch0 does not exist on this "
+            "host (interfaces: lo, veth-a); FRR would take the peer, never bring it up, and bfdd would never "
+            "hand it to the engine"
+        )
+    assert [(p["peer"], p["interface"]) for p in fa.peers()] == [(str(b.ip4), "veth-a")]
 
     # Check mode with a change leaves FRR as it was.
     res = run_module(ansible_env, {**base, "config": [{**peer, "detect_multiplier": 5}]}, check=True)

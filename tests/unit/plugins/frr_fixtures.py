@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 HEADER = (
@@ -123,3 +124,8 @@ def peer_status(peer: str, status: str = "up", **kw: Any) -> dict[str, Any]:
 def peers_json(*entries: dict[str, Any]) -> str:
     """FRR's pretty-printed JSON (two-space indent, no space after the colon)."""
     return json.dumps(list(entries), indent=2).replace('": ', '":') + "\n"
+
+
+# `show interface vrf all json` of FRR 8.4.4 in a namespace with lo, eth1 (a veth, renamed from
+# veth-a) and `interface nosuch9` in zebra's configuration: a pseudo interface, not in the kernel.
+INTERFACES = (Path(__file__).parent / "captures" / "frr-8.4.4-show-interface-vrf-all.json").read_text()

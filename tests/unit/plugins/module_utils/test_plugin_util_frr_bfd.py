@@ -289,7 +289,9 @@ COMPUTE: list[dict[str, Any]] = [
         # FRR's default (what gathered reports) is accepted; anything else is refused.
         "id": "error-echo-interval-multihop",
         "have": [],
-        "want": [{"peer": "198.19.9.1", "multihop": True, "local_address": "198.19.0.1", "echo_interval": 100}],
+        "want": [
+            {"peer": "198.19.9.1", "multihop": True, "local_address": "198.19.0.1", "echo_interval": 100}
+        ],
         "state": "merged",
         "error": "peer 198.19.9.1 multihop local-address 198.19.0.1: "
         "echo_interval is only available for single-hop peers",

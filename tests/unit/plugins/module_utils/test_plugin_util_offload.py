@@ -176,3 +176,47 @@ def test_peer_offload_reasons_state_and_v6_spelling():
     assert offload.peer_offload_reasons(doc, [{"peer": "fd00:bfd:1:0:0::2"}]) == [
         "peer fd00:bfd:1:0:0::2: the engine's session is init"
     ]
+
+
+# Who clocks a link: the kernel's transmit clock (kernel_clock, from the engines that have it),
+# else XDP answering the peer's packets (kernel_tx_active), else userspace.
+CLOCKS = [
+    ("kernel-clock", {"kernel_clock": True, "kernel_tx_active": True}, "kernel"),
+    ("kernel-clock-without-xdp-reply", {"kernel_clock": True, "kernel_tx_active": False}, "kernel"),
+    ("peer-clocked", {"kernel_clock": False, "kernel_tx_active": True}, "peer-clocked"),
+    ("userspace", {"kernel_clock": False, "kernel_tx_active": False}, "userspace"),
+    ("older-engine-xdp", {"kernel_tx_active": True}, "peer-clocked"),
+    ("older-engine-software", {"kernel_tx_active": False}, "userspace"),
+    ("nothing-said", {}, "userspace"),
+]
+
+
+@pytest.mark.parametrize(("session", "clock"), [c[1:] for c in CLOCKS], ids=[c[0] for c in CLOCKS])
+def test_link_clock(session, clock):
+    assert offload.link_clock(session) == clock
+
+
+def test_links_name_state_and_clock():
+    stats = {
+        "sessions": [
+            {
+                "local": "198.19.0.1",
+                "peer": "198.19.0.2",
+                "ifname": "eth0",
+                "state": "up",
+                "kernel_tx_active": True,
+            },
+            {
+                "local": "198.19.0.1",
+                "peer": "198.19.0.2",
+                "multihop": True,
+                "state": "down",
+                "kernel_clock": False,
+            },
+        ]
+    }
+    assert offload.links(stats) == [
+        {"session": "198.19.0.1->198.19.0.2 on eth0", "state": "up", "clock": "peer-clocked"},
+        {"session": "198.19.0.1->198.19.0.2 (multihop)", "state": "down", "clock": "userspace"},
+    ]
+    assert offload.links(None) == []

@@ -10,11 +10,13 @@ import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate, offload
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import bfd_session
 from fastpath_modtest import Cmd, run_case
-from frr_fixtures import FULL, FULL_PARSED, default_peer, peer_status, peers_json, running
+from frr_fixtures import FULL, FULL_PARSED, INTERFACES, default_peer, peer_status, peers_json, running
 
 V = "/usr/bin/vtysh"
 READ = [V, "-c", "show running-config bfd"]
 STATUS = [V, "-c", "show bfd peers json"]
+IFACES = [V, "-c", "show interface vrf all json"]
+LINKS = Cmd(IFACES, out=INTERFACES)
 PKILL = ["/usr/bin/pkill", "-USR1", "-x", "xdp-bfd"]
 # What FRR 8.4 prints (exit status 0) when echo-mode is turned on.
 ECHO_WARNING = "% Echo mode works correctly for IPv4, but only works when the peer is also FRR for IPv6."
@@ -39,11 +41,17 @@ PEER3 = default_peer("198.19.0.3")
 FAST2 = dict(KEY2, receive_interval=10, transmit_interval=10)
 CREATE2 = apply("bfd", P2, "transmit-interval 10", "receive-interval 10", "exit", "exit")
 
+NO_SUCH_IF_MSG = (
+    "peer 198.19.0.2 local-address 198.19.0.1 interface {name}: interface {name} does not exist on this "
+    "host (interfaces: eth1, lo); FRR would take the peer, never bring it up, and bfdd would never hand it "
+    "to the engine"
+)
+
 CASES: list[dict[str, Any]] = [
     {
         "id": "merged-creates",
         "params": {"config": [FAST2]},
-        "commands": [Cmd(READ, out=running()), Cmd(CREATE2), Cmd(READ, out=running(BLOCK2_FAST))],
+        "commands": [Cmd(READ, out=running()), LINKS, Cmd(CREATE2), Cmd(READ, out=running(BLOCK2_FAST))],
         "expect": {
             "changed": True,
             "before": [],
@@ -66,7 +74,7 @@ CASES: list[dict[str, Any]] = [
         "id": "merged-check-mode-reads-only",
         "params": {"config": [FAST2]},
         "check_mode": True,
-        "commands": [Cmd(READ, out=running(BLOCK3))],
+        "commands": [Cmd(READ, out=running(BLOCK3)), LINKS],
         "expect": {
             "changed": True,
             "before": [PEER3],
@@ -79,6 +87,7 @@ CASES: list[dict[str, Any]] = [
         "params": {"config": [dict(KEY2, receive_interval=10)], "state": "replaced"},
         "commands": [
             Cmd(READ, out=running(BLOCK2_FAST, BLOCK3)),
+            LINKS,
             Cmd(apply("bfd", P2, "transmit-interval 300", "exit", "exit")),
             Cmd(READ, out=running(" " + P2 + "\n  receive-interval 10\n", BLOCK3)),
         ],
@@ -93,6 +102,7 @@ CASES: list[dict[str, Any]] = [
         "params": {"config": [FAST2], "state": "overridden"},
         "commands": [
             Cmd(READ, out=running(BLOCK2_FAST, BLOCK3)),
+            LINKS,
             Cmd(apply("bfd", "no peer 198.19.0.3", "exit")),
             Cmd(READ, out=running(BLOCK2_FAST)),
         ],
@@ -150,10 +160,47 @@ CASES: list[dict[str, Any]] = [
         "in FRR's bfd configuration (defined: fast)",
     },
     {
+        # Issue 20: FRR takes a peer on an interface that does not exist and never brings it up.
+        "id": "an-unknown-interface-fails-before-any-change",
+        "params": {"config": [dict(KEY2, interface="nosuch0")]},
+        "commands": [Cmd(READ, out=running()), LINKS],
+        "fail": NO_SUCH_IF_MSG.format(name="nosuch0"),
+        "fail_has": {"before": []},
+    },
+    {
+        "id": "an-unknown-interface-fails-in-check-mode-too",
+        "params": {"config": [dict(KEY2, interface="nosuch0")], "state": "replaced"},
+        "check_mode": True,
+        "commands": [Cmd(READ, out=running(BLOCK3)), LINKS],
+        "fail": NO_SUCH_IF_MSG.format(name="nosuch0"),
+    },
+    {
+        # zebra lists an interface named in its own configuration but absent from the kernel.
+        "id": "a-pseudo-interface-is-not-an-interface",
+        "params": {"config": [dict(KEY2, interface="nosuch9")]},
+        "commands": [Cmd(READ, out=running()), LINKS],
+        "fail": NO_SUCH_IF_MSG.format(name="nosuch9"),
+    },
+    {
+        "id": "an-interface-of-another-vrf-fails",
+        "params": {"config": [dict(KEY2, vrf="red")]},
+        "commands": [Cmd(READ, out=running()), LINKS],
+        "fail": "peer 198.19.0.2 local-address 198.19.0.1 vrf red interface eth1: interface eth1 is in vrf "
+        "default, not in vrf red",
+    },
+    {
+        # Nothing to change, nothing to check: a peer already configured is not judged again.
+        "id": "interfaces-not-read-without-a-change",
+        "params": {"config": [FAST2]},
+        "commands": [Cmd(READ, out=running(BLOCK2_FAST))],
+        "expect": {"changed": False, "commands": []},
+    },
+    {
         "id": "a-defined-profile-is-applied",
         "params": {"config": [dict(KEY2, profile="fast")]},
         "commands": [
             Cmd(READ, out=running(PROFILE_FAST)),
+            LINKS,
             Cmd(apply("bfd", P2, "profile fast", "exit", "exit")),
             Cmd(READ, out=running(PROFILE_FAST, " " + P2 + "\n  profile fast\n")),
         ],
@@ -181,6 +228,7 @@ CASES: list[dict[str, Any]] = [
         "params": {"config": [FAST2], "vtysh_socket": "/run/frr-lab"},
         "commands": [
             Cmd([V, "--vty_socket", "/run/frr-lab", "-c", "show running-config bfd"], out=running()),
+            Cmd([V, "--vty_socket", "/run/frr-lab", "-c", "show interface vrf all json"], out=INTERFACES),
             Cmd(
                 apply(
                     "bfd",
@@ -203,6 +251,7 @@ CASES: list[dict[str, Any]] = [
         "params": {"config": [FAST2], "save": True},
         "commands": [
             Cmd(READ, out=running()),
+            LINKS,
             Cmd(CREATE2),
             Cmd([V, "-c", "write memory"], out="Note: this version of vtysh never writes vtysh.conf\n"),
             Cmd(READ, out=running(BLOCK2_FAST)),
@@ -233,6 +282,7 @@ CASES: list[dict[str, Any]] = [
         "params": {"config": [FAST2]},
         "commands": [
             Cmd(READ, out=running()),
+            LINKS,
             Cmd(CREATE2, rc=1, out="% Unknown command: transmit-interval 10\n"),
             Cmd(READ, out=running(" " + P2 + "\n")),
         ],
@@ -267,7 +317,7 @@ CASES: list[dict[str, Any]] = [
     {
         "id": "frr-accepts-but-does-not-apply-fails",
         "params": {"config": [FAST2]},
-        "commands": [Cmd(READ, out=running()), Cmd(CREATE2), Cmd(READ, out=running(" " + P2 + "\n"))],
+        "commands": [Cmd(READ, out=running()), LINKS, Cmd(CREATE2), Cmd(READ, out=running(" " + P2 + "\n"))],
         "fail": "FRR accepted the commands but its configuration still differs; still needed: "
         + P2
         + "; transmit-interval 10; receive-interval 10",
@@ -309,7 +359,7 @@ def test_diff_mode(run_module):
     res = run_module(
         bfd_session,
         {"config": [FAST2, {"peer": "198.19.0.3"}], "state": "overridden"},
-        [Cmd(READ, out=running(" peer 198.19.0.4\n  shutdown\n"))],
+        [Cmd(READ, out=running(" peer 198.19.0.4\n  shutdown\n")), LINKS],
         check_mode=True,
         diff=True,
     )
@@ -327,6 +377,7 @@ def test_frr_messages_become_warnings(run_module):
         {"config": [echo]},
         [
             Cmd(READ, out=running()),
+            LINKS,
             Cmd(
                 apply("bfd", P2, "echo-mode", "exit", "exit"),
                 out=ECHO_WARNING + "\n",
@@ -371,6 +422,7 @@ def test_wait_up_polls_until_up(run_module, clock):
         {"config": [FAST2], "wait": "up", "wait_timeout": 10},
         [
             Cmd(READ, out=running()),
+            LINKS,
             Cmd(CREATE2),
             Cmd(READ, out=running(BLOCK2_FAST)),
             Cmd(STATUS, out=peers_json()),
@@ -407,7 +459,10 @@ def test_wait_up_times_out_with_the_reason(run_module, clock):
 
 def test_wait_not_in_check_mode(run_module, clock):
     res = run_module(
-        bfd_session, {"config": [FAST2], "wait": "offloaded"}, [Cmd(READ, out=running())], check_mode=True
+        bfd_session,
+        {"config": [FAST2], "wait": "offloaded"},
+        [Cmd(READ, out=running()), LINKS],
+        check_mode=True,
     )
     assert res["changed"] is True
     assert "peers_status" not in res.data

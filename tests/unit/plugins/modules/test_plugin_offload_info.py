@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.xdp_bfd.fastpath.plugins.module_utils import locate, offload
 from ansible_collections.xdp_bfd.fastpath.plugins.modules import offload_info
 from fastpath_modtest import Cmd
+from frr_fixtures import peer_status, peers_json
 
 PKILL = ["/usr/bin/pkill", "-USR1", "-x", "xdp-bfd"]
 T0 = 1764470000.0
@@ -39,10 +40,11 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 def doc(generated_at: float, **kw: Any) -> dict[str, Any]:
+    """A standalone engine's stats (no dataplane: bfdd's peers are not asked); ``kw`` overrides."""
     d = {
         "version": 1, "generated_at": generated_at, "pid": 1234, "engine_version": "0.1.0", "kernel_tx": True,
         "xdp": {"ifname": "eth1", "ifindex": 2, "mode": "native"},
-        "dplane": {"mode": "connect", "address": "127.0.0.1:50700", "connected": True},
+        "dplane": None,
         "deadman_us": 3000000, "sched": "fifo 60", "sessions_configured": 1, "sessions_up": 1,
         "counters": {"xdp_tx": 90, "xdp_pass": 0, "drop": {}},
         "sessions": [{
@@ -229,6 +231,126 @@ def test_kill_fails(run_module, tmp_path, clock):
         [Cmd(["/usr/bin/kill", "-USR1", "999999"], rc=1, err="kill: (999999): No such process\n")],
     )
     assert res["reasons"] == [f"cannot signal pid 999999 from {pidfile}: kill: (999999): No such process"]
+
+
+# -- bfdd's configured peers (issue 20: a peer bfdd never handed over left the verdict "live") ---
+
+DPLANE = {"mode": "connect", "address": "127.0.0.1:50700", "connected": True}
+STATUS = ["/usr/bin/vtysh", "-c", "show bfd peers json"]
+UP2 = peer_status("198.19.0.2", "up", local="198.19.0.1", interface="eth1")
+# FRR 8.4 with a peer on a mistyped interface: down, and bfdd never gives it to the engine.
+TYPO3 = peer_status("198.19.0.3", "down", local="198.19.0.1", interface="nosuch0", diagnostic="ok")
+
+
+def test_frr_peers_all_offloaded(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info,
+        {"path": str(path)},
+        [Cmd(PKILL, effect=engine_writes(path, clock, dplane=DPLANE)), Cmd(STATUS, out=peers_json(UP2))],
+    )
+    assert res["offload_live"] is True, res["reasons"]
+    assert res["frr_peers"] == {"configured": 1, "up": 1, "offloaded": 1}
+
+
+def test_a_peer_bfdd_never_handed_over_is_not_live(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info,
+        {"path": str(path)},
+        [
+            Cmd(PKILL, effect=engine_writes(path, clock, dplane=DPLANE)),
+            Cmd(STATUS, out=peers_json(UP2, TYPO3)),
+        ],
+    )
+    assert res["offload_live"] is False
+    assert res["frr_peers"] == {"configured": 2, "up": 1, "offloaded": 1}
+    assert res["reasons"] == [
+        "1 of 2 BFD peers configured in FRR are not Up and offloaded: 198.19.0.3 local 198.19.0.1 on "
+        "nosuch0: down in FRR, no session in the engine"
+    ]
+
+
+def test_an_up_peer_answered_by_userspace_is_not_offloaded(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    s = doc(0)["sessions"][0] | {"kernel_tx_packets": 0, "last_ktx_age_us": None}
+    res = run_module(
+        offload_info,
+        {"path": str(path)},
+        [
+            Cmd(PKILL, effect=engine_writes(path, clock, dplane=DPLANE, sessions=[s])),
+            Cmd(STATUS, out=peers_json(UP2)),
+        ],
+    )
+    assert res["frr_peers"] == {"configured": 1, "up": 1, "offloaded": 0}
+    assert res["reasons"][-1] == (
+        "1 of 1 BFD peers configured in FRR are not Up and offloaded: 198.19.0.2 local 198.19.0.1 on eth1: "
+        "not answered by the kernel"
+    )
+
+
+def test_shut_down_peers_do_not_count(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    off = peer_status("198.19.0.4", "shutdown")
+    res = run_module(
+        offload_info,
+        {"path": str(path)},
+        [Cmd(PKILL, effect=engine_writes(path, clock, dplane=DPLANE)), Cmd(STATUS, out=peers_json(UP2, off))],
+    )
+    assert res["offload_live"] is True, res["reasons"]
+    assert res["frr_peers"] == {"configured": 1, "up": 1, "offloaded": 1}
+
+
+def test_bfdd_unreadable_is_a_reason(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info,
+        {"path": str(path), "vtysh_socket": "/run/frr-r1"},
+        [
+            Cmd(PKILL, effect=engine_writes(path, clock, dplane=DPLANE)),
+            Cmd(
+                ["/usr/bin/vtysh", "--vty_socket", "/run/frr-r1", "-c", "show bfd peers json"],
+                rc=1,
+                err="Exiting: failed to connect to any daemons.\n",
+            ),
+        ],
+    )
+    assert res["offload_live"] is False
+    assert res["frr_peers"] is None
+    assert res["reasons"] == [
+        "cannot read bfdd's peers (vtysh rc 1): Exiting: failed to connect to any daemons."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("frr_peers", "dplane", "binaries", "asks"),
+    [
+        ("auto", None, {}, False),  # a standalone engine: its sessions file is the configuration
+        ("auto", DPLANE, {"vtysh": None}, False),  # no FRR on the host
+        ("never", DPLANE, {}, False),
+        ("always", None, {}, True),
+    ],
+    ids=["auto-standalone", "auto-no-vtysh", "never", "always"],
+)
+def test_when_bfdds_peers_are_asked(run_module, tmp_path, clock, *, frr_peers, dplane, binaries, asks):
+    path = tmp_path / "stats.json"
+    commands = [Cmd(PKILL, effect=engine_writes(path, clock, dplane=dplane))]
+    if asks:
+        commands.append(Cmd(STATUS, out=peers_json(UP2)))
+    res = run_module(offload_info, {"path": str(path), "frr_peers": frr_peers}, commands, binaries=binaries)
+    assert res["offload_live"] is True, res["reasons"]
+    assert (res["frr_peers"] is not None) == asks
+
+
+def test_always_without_vtysh_is_a_reason(run_module, tmp_path, clock):
+    path = tmp_path / "stats.json"
+    res = run_module(
+        offload_info,
+        {"path": str(path), "frr_peers": "always"},
+        [Cmd(PKILL, effect=engine_writes(path, clock))],
+        binaries={"vtysh": None},
+    )
+    assert res["reasons"] == ["vtysh is not installed: bfdd's peers cannot be read"]
 
 
 @pytest.mark.parametrize(
