@@ -18,8 +18,8 @@
  * Values the RFCs define, restated here for C. Their reference in this
  * repository is the engine's wire codec (engine/xdp_bfd/wire/control.py,
  * table-tested against RFC 5880) and netio.py for the ports: the engine
- * refuses a header whose copy disagrees (xdp_bfd/abi.py), and
- * tests/unit/test_kernel_abi.py checks them, so neither side can drift.
+ * refuses a header whose copy disagrees (xdp_bfd/fastpath/abi.py), and
+ * tests/unit/fastpath/test_kernel_abi.py checks them, so neither side can drift.
  */
 #define BFD_PORT_CONTROL 3784   /* RFC 5881 §4 */
 #define BFD_PORT_MULTIHOP 4784  /* RFC 5883 §3 */
@@ -58,7 +58,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 
 /*
  * Engine <-> kernel values: defined here and nowhere else. The engine reads
- * them from this file (xdp_bfd/abi.py), never from a copy.
+ * them from this file (xdp_bfd/fastpath/abi.py), never from a copy.
  */
 
 /* struct bfd_cfg.flags */
@@ -71,6 +71,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
 #define BFD_EV_POLL 2         /* a Poll answered with Final in XDP; pkt holds it */
+#define BFD_EV_TICK_LOST 3    /* a session's tick frame has not come round for tick_cfg.lost_ns */
 
 /*
  * The sweep: the verifier explores a bounded loop iteration by iteration and
@@ -158,7 +159,10 @@ struct bfd_state {
 	__u64 echo_packets;
 	__u64 early_skips;
 	__u32 expired_epoch;    /* == cfg.epoch once the sweep has reported this silence */
-	__u32 pad;
+	__u32 rx_ifindex;       /* where the peer's last valid packet came in: the clock sends out there */
+	__u8 rx_eth[12];        /* that packet's destination and source MACs (ours, the peer's or its router's) */
+	__u8 rx_local[16];      /* the address it was sent to (ours), v4-mapped for IPv4 */
+	__u8 pad2[4];
 #ifdef BFD_TEST_LAYOUT_CHANGE
 	__u64 test_only;        /* tests build a changed layout with this (XDP_BFD_TEST_LAYOUT_CHANGE=1) */
 #endif
@@ -172,6 +176,78 @@ struct bfd_gate {
 	__u32 spread_cpus;      /* --spread-pass: non-BFD traffic goes to spread_cpu[0, n); 0: off */
 	__u64 sweep_ns;         /* the sweep runs the table at most this often (the engine scales it with nslots) */
 };
+
+/*
+ * The kernel transmit clock (docs/fastpath.md): one tick frame per clocked
+ * session circulates through a private veth pair whose sending end is shaped
+ * (htb, one class per session at BFD_TICK_LEN_FULL bytes per interval), so
+ * the frame's length is its next period. On each release the tick program
+ * (tick.c) sends the session's current packet unless one left within
+ * cfg.min_gap_ns (an XDP reply or an earlier tick), then sends the frame
+ * round again.
+ */
+#define BFD_TICK_ETHERTYPE 0x88b5   /* IEEE 802 local experimental: never leaves the loop */
+#define BFD_TICK_MAGIC 0x7bfd71c0
+#define BFD_TICK_LEN_FULL 1500      /* a frame this long takes one nominal interval (loop MTU 1486) */
+#define BFD_TICK_LEN_MIN 64         /* the shortest frame (a period of 64/1500 of the interval) */
+/* The sweep's watch for lost frames (sweep.c), chained as the sweep is. */
+#define BFD_TICK_WATCH_CHUNK 512
+#define BFD_TICK_WATCH_COPIES 8
+
+/* struct bfd_tick_cfg.flags */
+#define BFD_TICK_RUN 0x01           /* keep this session's frame circulating and sending */
+
+/* The frame's header; its padding carries nothing. */
+struct bfd_tick_hdr {
+	__u8 dst[6];
+	__u8 src[6];
+	__be16 proto;           /* BFD_TICK_ETHERTYPE */
+	__u32 magic;
+	__u32 slot;
+	__u32 gen;              /* a frame of another generation than tick_cfg.gen dies on arrival */
+} __attribute__((packed));
+
+/* What the engine decides for a session's clock. Written by userspace only. */
+struct bfd_tick_cfg {
+	__u32 flags;
+	__u32 gen;
+	__u32 classid;          /* skb->priority: the session's htb class, major:minor */
+	__u32 loop_ifindex;     /* the shaped end of the loop, where the frame goes round again */
+	__u16 len_min;          /* the next period is len / BFD_TICK_LEN_FULL x period_ns, */
+	__u16 len_max;          /* len picked at random in [len_min, len_max] (RFC 5880 §6.8.7 jitter) */
+	__u32 pad;
+	__u64 period_ns;        /* the nominal transmit interval */
+	__u64 lost_ns;          /* the sweep reports a frame not seen for this long */
+	__u64 armed_ns;         /* CLOCK_MONOTONIC when this generation's frame was sent in */
+	__u8 pkt[BFD_CONTROL_LEN];  /* our current control packet, as the session would send it */
+};
+
+/* What the clock did. Written by the kernel only. */
+struct bfd_tick_state {
+	__u64 last_tick_ns;
+	__u64 ticks;
+	__u64 sent;             /* control packets the clock sent (also in bfd_state.ktx_packets) */
+	__u64 skipped;          /* ticks with a packet sent within min_gap_ns: nothing to do */
+	__u64 gated;            /* ticks while the dead-man gate was closed */
+	__u32 gen_seen;         /* the generation of the last frame that came round */
+	__u32 lost_gen;         /* the generation the sweep reported lost */
+};
+
+/* Per-CPU counters of the tick program, as BFD_COUNTERS. */
+#define BFD_TICK_COUNTERS(X)              \
+	X(TICK, tick)                     \
+	X(TICK_SENT, tick_sent)           \
+	X(TICK_SKIPPED, tick_skipped)     \
+	X(TICK_GATED, tick_gated)         \
+	X(TICK_EXPIRED, tick_expired)     \
+	X(TICK_NO_PATH, tick_no_path)     \
+	X(TICK_STALE, tick_stale)         \
+	X(TICK_FOREIGN, tick_foreign)     \
+	X(TICK_ERROR, tick_error)
+
+#define BFD_X_ENUM(idx, name) BFD_TC_##idx,
+enum bfd_tick_counter { BFD_TICK_COUNTERS(BFD_X_ENUM) BFD_TC_MAX };
+#undef BFD_X_ENUM
 
 /* --spread-pass: at most this many CPUs take non-BFD traffic (the cpumap's size). */
 #define BFD_SPREAD_MAX_CPUS 256

@@ -21,6 +21,7 @@ _Static_assert(BFD_SWEEP_CHUNK * BFD_SWEEP_COPIES >= BFD_MAX_SESSIONS,
 	       "the sweep's copies must cover BFD_MAX_SESSIONS");
 
 BPF_PROG_ARRAY(sweep_chain, BFD_SWEEP_COPIES);
+BPF_PROG_ARRAY(tick_watch_chain, BFD_TICK_WATCH_COPIES);
 /* When the table was last swept: the tick fires on every CPU, one sweep per period is enough. */
 BPF_ARRAY(sweep_last, __u64, 1);
 
@@ -56,7 +57,7 @@ static __always_inline void sweep_range(__u32 base)
 		struct bfd_event ev = {};
 		/* Two CPUs may both see it once; the engine ignores the second report. */
 		/* Marked only once the engine can hear of it: a full ring is retried next tick. */
-		if (emit(BFD_EV_EXPIRED, k, c, now, last, &ev) == 0)
+		if (emit(BFD_EV_EXPIRED, k, c, c->epoch, now, last, &ev) == 0)
 			s->expired_epoch = c->epoch;
 	}
 }
@@ -94,6 +95,8 @@ static __always_inline int sweep_copy(struct bpf_perf_event_data *ctx, __u32 i)
 	g = gate.lookup(&zero);
 	if (g && (i + 1) * BFD_SWEEP_CHUNK < g->nslots)
 		sweep_chain.call(ctx, i + 1);
+	/* The table is swept (or the next copy is missing): the clocks' frames next. */
+	tick_watch_chain.call(ctx, 0);
 	return 0;
 }
 
@@ -108,3 +111,75 @@ BFD_SWEEP(4)
 BFD_SWEEP(5)
 BFD_SWEEP(6)
 BFD_SWEEP(7)
+
+/*
+ * A tick frame can be lost (a full queue, a failed resize): the clock of its
+ * session stops without a sound. Reported once per generation when not seen
+ * for tick_cfg.lost_ns; the engine sends another frame in. Programs of their
+ * own, chained after the sweep: in the sweep's loop body this check
+ * multiplied the verifier's paths (9 s of load time at 4096 slots).
+ */
+_Static_assert(BFD_TICK_WATCH_CHUNK * BFD_TICK_WATCH_COPIES >= BFD_MAX_SESSIONS,
+	       "the tick watch's copies must cover BFD_MAX_SESSIONS");
+_Static_assert(BFD_SWEEP_COPIES + BFD_TICK_WATCH_COPIES < 33, "the kernel allows 33 tail calls in a row");
+
+static __always_inline void watch_range(__u32 base)
+{
+	__u32 zero = 0;
+	struct bfd_gate *g = gate.lookup(&zero);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!g)
+		return;
+	__u32 n = g->nslots;
+	/* Out of the loop: stack written in some iterations only would keep the verifier from pruning. */
+	struct bfd_event ev = {.type = BFD_EV_TICK_LOST};
+
+	for (__u32 j = 0; j < BFD_TICK_WATCH_CHUNK; j++) {
+		__u32 k = base + j;
+
+		if (k >= n)
+			break;
+		struct bfd_tick_cfg *tc = tick_cfg.lookup(&k);
+		struct bfd_tick_state *ts = tick_state.lookup(&k);
+		if (!tc || !ts)
+			break;
+		if (!(tc->flags & BFD_TICK_RUN) || ts->lost_gen == tc->gen)
+			continue;
+		__u64 last = ts->gen_seen == tc->gen ? ts->last_tick_ns : tc->armed_ns;
+		if (!last || now <= last || now - last <= tc->lost_ns)
+			continue;
+		/* The slot and generation say it all (the engine knows whose they are). */
+		ev.slot = k;
+		ev.epoch = tc->gen;
+		ev.now_ns = now;
+		ev.last_rx_ns = last;
+		if (events.ringbuf_output(&ev, sizeof(ev), 0) == 0)
+			ts->lost_gen = tc->gen;
+		else
+			count(BFD_C_EVENT_LOST);
+	}
+}
+
+static __always_inline int watch_copy(struct bpf_perf_event_data *ctx, __u32 i)
+{
+	__u32 zero = 0;
+	struct bfd_gate *g;
+
+	watch_range(i * BFD_TICK_WATCH_CHUNK);
+	g = gate.lookup(&zero);
+	if (g && (i + 1) * BFD_TICK_WATCH_CHUNK < g->nslots)
+		tick_watch_chain.call(ctx, i + 1);
+	return 0;
+}
+
+#define BFD_TICK_WATCH(i) \
+	int bfd_tick_watch_##i(struct bpf_perf_event_data *ctx) { return watch_copy(ctx, (i)); }
+BFD_TICK_WATCH(0)
+BFD_TICK_WATCH(1)
+BFD_TICK_WATCH(2)
+BFD_TICK_WATCH(3)
+BFD_TICK_WATCH(4)
+BFD_TICK_WATCH(5)
+BFD_TICK_WATCH(6)
+BFD_TICK_WATCH(7)

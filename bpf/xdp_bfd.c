@@ -54,14 +54,18 @@ static __always_inline void count(__u32 idx)
 		*c += 1;
 }
 
-/* Tell the engine; a full ring is counted, never silent. Returns 0 when delivered. */
-static __always_inline int emit(__u32 type, __u32 slot, struct bfd_cfg *c, __u64 now, __u64 last_rx,
-				struct bfd_event *ev)
+/*
+ * Tell the engine; a full ring is counted, never silent. Returns 0 when
+ * delivered. ``epoch`` says which watch the report is of (cfg.epoch, a tick
+ * generation): the engine ignores one about a watch it has replaced.
+ */
+static __always_inline int emit(__u32 type, __u32 slot, struct bfd_cfg *c, __u32 epoch, __u64 now,
+				__u64 last_rx, struct bfd_event *ev)
 {
 	ev->type = type;
 	ev->slot = slot;
 	ev->local_discr = c->local_discr;
-	ev->epoch = c->epoch;
+	ev->epoch = epoch;
 	ev->now_ns = now;
 	ev->last_rx_ns = last_rx;
 	if (events.ringbuf_output(ev, sizeof(*ev), 0) == 0)
@@ -485,6 +489,10 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 
 	__u64 now = bpf_ktime_get_ns();
 	st->last_rx_ns = now;
+	/* The way back to the peer, for the transmit clock (tick.c): what a reply would use. */
+	st->rx_ifindex = p.key.ifindex;
+	__builtin_memcpy(st->rx_eth, p.eth, sizeof(st->rx_eth));
+	__builtin_memcpy(st->rx_local, p.key.local, sizeof(st->rx_local));
 	__sync_fetch_and_add(&st->rx_packets, 1);
 	__sync_fetch_and_add(&st->rx_bytes, len);
 
@@ -512,7 +520,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		ev.ifindex = p.key.ifindex;
 		ev.ttl = p.ttl;
 		__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
-		emit(BFD_EV_POLL, idx, c, now, now, &ev);
+		emit(BFD_EV_POLL, idx, c, c->epoch, now, now, &ev);
 	}
 	r = reply(ctx, &p, bfd, c, my_discr, flags & BFD_FLAG_POLL);
 	if (r == XDP_TX) {

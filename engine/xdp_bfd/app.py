@@ -48,6 +48,7 @@ class Options:
     demand_poll_us: int
     sched_deadline: tuple[int, int] | None
     spread_pass: bool
+    kernel_clock: bool  # --kernel-clock: the tick program sends what no peer asks for
     log_level: str
 
 

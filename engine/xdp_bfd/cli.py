@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--dplane-connect", metavar="ADDR", help="connect to a listening bfdd (bfdd: ipv4:ADDR)")
     p.add_argument("--kernel-tx", metavar="IF[,IF...]", help="attach the XDP fast path to these interfaces")
     p.add_argument("--xdp-mode", choices=("auto", "native", "generic"), default="auto")
+    p.add_argument(
+        "--kernel-clock",
+        choices=("on", "off"),
+        default="on",
+        help="with --kernel-tx: the kernel sends the periodic packets no peer asks for",
+    )
     p.add_argument("--stats-dump", type=Path, default=Path(DEFAULT_STATS_PATH), metavar="PATH",
                    help=f"where SIGUSR1 writes the stats JSON (default {DEFAULT_STATS_PATH})")  # fmt: skip
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics")
@@ -133,6 +139,7 @@ def parse_args(argv: list[str]) -> Options:
         demand_poll_us=args.demand_poll_us,
         sched_deadline=args.sched_deadline,
         spread_pass=args.spread_pass,
+        kernel_clock=args.kernel_clock == "on",
         log_level=args.log_level,
     )
 

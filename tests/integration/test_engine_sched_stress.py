@@ -1,9 +1,12 @@
 """The engine's loop under SCHED_FIFO-99 CPU hogs: a deadline reservation holds, FIFO 60 alone does not.
 
-Userspace still has work with --kernel-tx: sessions whose timers the fast
-path cannot clock off the peer (asymmetric: our RequiredMinRx above our
-interval, so our periodic TX is the loop's), and the dead-man heartbeat every
-offloaded session depends on (the gate closes after --deadman-us without it).
+Userspace still has work with --kernel-tx: with ``--kernel-clock off`` the
+sessions whose timers the fast path cannot clock off the peer (asymmetric:
+our RequiredMinRx above our interval, so our periodic TX is the loop's; with
+the clock on the kernel sends those, tests/integration/test_fastpath.py), and
+always the dead-man heartbeat every offloaded session depends on (the gate
+closes after --deadman-us without it). The clock is off here so that the loop
+carries packets whose every delay the capture sees.
 ``stress-ng --cpu 2 --sched fifo --sched-prio 99`` runs above every FIFO
 priority an operator would give the engine; only SCHED_DEADLINE runs ahead of
 it. Run A: ``chrt -f 60`` plus ``--sched-deadline 1000/10000``; run B: ``chrt
@@ -163,7 +166,8 @@ def _one_run(name: str, lab: tuple, engine_factory, capture_factory) -> dict:
 
 def _measure(name: str, lab: tuple, engine_factory, capture_factory, stats_path: Path) -> dict:
     d, p, frr, sessions = lab
-    args = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--stats-dump", str(stats_path)]
+    args = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--kernel-clock", "off"]
+    args += ["--stats-dump", str(stats_path)]
     if name == "A":
         args += ["--sched-deadline", RESERVATION]
     # One capture from before the engine starts to after it left: a flap

@@ -178,32 +178,66 @@ def _poll_and_rate(fp: FastPair, before: dict, w) -> None:
     assert gaps.p50 >= 15.0 and gaps.max < 30.0
 
 
-def test_asymmetric_timers_fall_back_to_userspace_tx(fast_pair, timing):
+def test_asymmetric_timers_are_clocked_by_the_kernel(fast_pair, timing):
     fp = fast_pair()
     before = fp.wait_offloaded()
-    # A flap needs a stall of the detection time less one interval.
-    with timing.window("asymmetric timers, userspace TX", stall_ms=2 * INTERVAL_MS, userspace=True):
-        _asymmetric(fp, before)
+    # The bound is 30 ms (the peer's detection time); a punctual clock uses 10 of it.
+    with timing.window("asymmetric timers, kernel clock", stall_ms=2 * INTERVAL_MS):
+        _asymmetric(fp, before, stop=False)
 
 
-def _asymmetric(fp: FastPair, before: dict) -> None:
-    # The peer now sends every 40 ms but still wants ours every 10: RX-clocking
-    # could not keep up, so userspace must transmit.
+def test_asymmetric_timers_survive_the_engine_stopped(fast_pair, timing):
+    fp = fast_pair()
+    before = fp.wait_offloaded()
+    with timing.window("asymmetric timers, engine stopped", stall_ms=2 * INTERVAL_MS) as w:
+        _asymmetric(fp, before, stop=True, window=w)
+
+
+def _asymmetric(fp: FastPair, before: dict, *, stop: bool, window=None) -> None:
+    # The peer now sends every 40 ms but still wants ours every 10: replies to
+    # its packets cannot keep up, so the kernel's clock must send between them.
     fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "transmit-interval 40", "exit", "exit")
-    wait_until(
-        lambda: not fp.engine.session(fp.peer)["kernel_tx_active"], timeout=5, what="kernel TX handed back"
-    )
+
+    def clocked() -> bool:
+        s = fp.engine.session(fp.peer)
+        return not s["kernel_tx_active"] and s["kernel_clock"]
+
+    wait_until(clocked, timeout=5, what="XDP replies off, the kernel clock on")
+    mid = fp.engine.session(fp.peer)
+    downs = fp.frr_counters()["session-down"]
     mark = fp.cap.snapshot()[-1].ts
-    wait_until(
-        lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]) >= 100,
-        timeout=10,
-        what="100 packets from userspace",
-    )
+    if stop:
+        fp.engine.signal(signal.SIGSTOP)
+    try:
+        # 200 of ours at 10 ms: 2 s, every one of them with the engine stopped if asked.
+        wait_until(
+            lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]) >= 200,
+            timeout=10,
+            what="200 packets from the kernel clock",
+        )
+    finally:
+        if stop:
+            fp.engine.signal(signal.SIGCONT)
+    pkts = [p for p in fp.cap.snapshot() if p.ts > mark]
+    if window is not None:
+        window.peer(fp.theirs(pkts), period_ms=40)
     after = fp.engine.session(fp.peer)
-    assert after["user_tx_packets"] - before["user_tx_packets"] >= 100
-    gaps = gap_stats(gaps_ms([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]))
-    print(f"\nuserspace TX at 10 ms against a 40 ms peer: {gaps}")
-    assert gaps.p50 <= 10.5 and (after["state"], after["flaps"]) == ("up", 0)
+    ours = fp.ours(pkts)
+    gaps = gap_stats(gaps_ms(ours))
+    print(
+        f"\nkernel clock at 10 ms against a 40 ms peer{' (engine stopped)' if stop else ''}: {gaps}; "
+        f"user TX {after['user_tx_packets'] - mid['user_tx_packets']}, our P/F {sum(p.poll for p in ours)}/"
+        f"{sum(p.final for p in ours)}, theirs {sum(p.poll for p in fp.theirs(pkts))}/"
+        f"{sum(p.final for p in fp.theirs(pkts))}"
+    )
+    if not stop:
+        # (Stopped, it cannot send; what it answers once resumed, a Final, is no periodic packet.)
+        assert after["user_tx_packets"] == mid["user_tx_packets"], "userspace sent periodic packets"
+    assert after["tick_sent"] - mid["tick_sent"] >= len(ours) - 10
+    assert gaps.max < 3 * INTERVAL_MS and {p.state for p in ours} == {"up"}
+    assert (after["state"], after["flaps"]) == ("up", before["flaps"])
+    assert fp.frr_counters()["session-down"] == downs
+    assert not [p for p in fp.theirs(pkts) if p.state != "up"]
 
 
 def test_peer_killed_is_detected_by_the_sweep(fast_pair, timing):

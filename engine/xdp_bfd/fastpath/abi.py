@@ -72,7 +72,8 @@ _CFG = {
     "AUTH": "BFD_CFG_AUTH",
     "ECHO": "BFD_CFG_ECHO",
 }
-_EVENT = {"EXPIRED": "BFD_EV_EXPIRED", "POLL": "BFD_EV_POLL"}
+_EVENT = {"EXPIRED": "BFD_EV_EXPIRED", "POLL": "BFD_EV_POLL", "TICK_LOST": "BFD_EV_TICK_LOST"}
+_TICK = {"RUN": "BFD_TICK_RUN"}
 _OWNER = {
     "PID": "BFD_OWNER_PID",
     "STATE": "BFD_OWNER_STATE",
@@ -89,6 +90,12 @@ _SIZES = {
     "handover_chunks": "BFD_HANDOVER_CHUNKS",
     "owner_slots": "BFD_OWNER_SLOTS",
     "spread_max_cpus": "BFD_SPREAD_MAX_CPUS",
+    "tick_ethertype": "BFD_TICK_ETHERTYPE",
+    "tick_magic": "BFD_TICK_MAGIC",
+    "tick_len_full": "BFD_TICK_LEN_FULL",
+    "tick_len_min": "BFD_TICK_LEN_MIN",
+    "tick_watch_chunk": "BFD_TICK_WATCH_CHUNK",
+    "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
 }
 _PORTS = ("BFD_PORT_CONTROL", "BFD_PORT_MULTIHOP", "BFD_PORT_ECHO")
 
@@ -105,6 +112,7 @@ _RFC: dict[str, int] = {
 
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(BFD_\w+)[ \t]+(0x[0-9a-fA-F]+|\d+)\b", re.M)
 _COUNTERS = re.compile(r"#define BFD_COUNTERS\(X\)(.*?)\n\n", re.S)
+_TICK_COUNTERS = re.compile(r"#define BFD_TICK_COUNTERS\(X\)(.*?)\n\n", re.S)
 _COUNTER = re.compile(r"X\((\w+),\s*(\w+)\)")
 
 
@@ -115,7 +123,9 @@ class Abi:
     header: Path
     constants: Mapping[str, int]  # every ``#define BFD_<NAME> <number>``
     counters: tuple[str, ...]  # stats names, in counter index order (BFD_COUNTERS)
+    tick_counters: tuple[str, ...]  # the tick program's, in index order (BFD_TICK_COUNTERS)
     CfgFlag: type[enum.IntFlag]  # struct bfd_cfg.flags
+    TickFlag: type[enum.IntFlag]  # struct bfd_tick_cfg.flags
     Event: type[enum.IntEnum]  # struct bfd_event.type
     Owner: type[enum.IntEnum]  # slots of the --pin owner record
     OwnerState: type[enum.IntEnum]  # its BFD_OWNER_STATE values
@@ -128,6 +138,12 @@ class Abi:
     handover_chunks: int
     owner_slots: int
     spread_max_cpus: int
+    tick_ethertype: int
+    tick_magic: int
+    tick_len_full: int
+    tick_len_min: int
+    tick_watch_chunk: int
+    tick_watch_copies: int
 
     def sweep_programs(self, sessions: int) -> int:
         """How many chained sweep programs cover ``sessions`` slots."""
@@ -137,6 +153,16 @@ class Abi:
                 f" (BFD_SWEEP_COPIES x BFD_SWEEP_CHUNK), not {sessions}"
             )
         return -(-sessions // self.sweep_chunk)
+
+    def tick_watch_programs(self, sessions: int) -> int:
+        """How many chained watch programs (lost tick frames) cover ``sessions`` slots."""
+        most = self.tick_watch_chunk * self.tick_watch_copies
+        if sessions > most:
+            raise AbiError(
+                f"{self.header}: the tick watch covers at most {most}"
+                f" sessions (BFD_TICK_WATCH_COPIES x BFD_TICK_WATCH_CHUNK), not {sessions}"
+            )
+        return -(-sessions // self.tick_watch_chunk)
 
 
 def load(header: Path | None = None) -> Abi:
@@ -162,9 +188,13 @@ def _parse(header: Path, text: str) -> Abi:
         raise AbiError(f"{header}: defined twice with different values: {', '.join(sorted(set(clashes)))}")
     block = _COUNTERS.search(text)
     counters = tuple(name for _idx, name in _COUNTER.findall(block.group(1))) if block else ()
-    wanted = [*_CFG.values(), *_EVENT.values(), *_OWNER.values(), *_OWNER_STATE.values()]
+    tblock = _TICK_COUNTERS.search(text)
+    tick_counters = tuple(name for _idx, name in _COUNTER.findall(tblock.group(1))) if tblock else ()
+    wanted = [*_CFG.values(), *_EVENT.values(), *_TICK.values(), *_OWNER.values(), *_OWNER_STATE.values()]
     wanted += [*_SIZES.values(), *_PORTS, *_RFC]
     missing = sorted({n for n in wanted if n not in consts})
+    if not tblock:
+        missing.insert(0, "BFD_TICK_COUNTERS")
     if not block:
         missing.insert(0, "BFD_COUNTERS")
     if missing:
@@ -174,6 +204,8 @@ def _parse(header: Path, text: str) -> Abi:
         raise AbiError(f"{header}: {'; '.join(wrong)}")
     if len(set(counters)) != len(counters):
         raise AbiError(f"{header}: BFD_COUNTERS names a counter twice")
+    if len(set(tick_counters)) != len(tick_counters):
+        raise AbiError(f"{header}: BFD_TICK_COUNTERS names a counter twice")
 
     def values(spec: dict[str, str]) -> dict[str, int]:
         return {py: consts[c] for py, c in spec.items()}
@@ -183,7 +215,9 @@ def _parse(header: Path, text: str) -> Abi:
         header=header,
         constants=types.MappingProxyType(consts),
         counters=counters,
+        tick_counters=tick_counters,
         CfgFlag=enum.IntFlag("CfgFlag", values(_CFG), module=__name__),
+        TickFlag=enum.IntFlag("TickFlag", values(_TICK), module=__name__),
         Event=enum.IntEnum("Event", values(_EVENT), module=__name__),
         Owner=enum.IntEnum("Owner", values(_OWNER), module=__name__),
         OwnerState=enum.IntEnum("OwnerState", values(_OWNER_STATE), module=__name__),

@@ -40,6 +40,8 @@ class FastPath:
         self.slots = Slots(bpf, self.gate, self.max_sessions)
         self.counters = Counters(bpf, self.abi.counters)
         self.events = Events(bpf)
+        self.tick_counters = Counters(bpf, self.abi.tick_counters, "tick_counters")
+        self.tick_cfg, self.tick_state = bpf["tick_cfg"], bpf["tick_state"]
         self.pinned = Pinned(bpf, self.abi) if pin is not None else None
 
     def enable_spread(self) -> int:

@@ -48,7 +48,9 @@ class Offload:
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
         self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
-        host.watch(fp.events.open(self.on_event), lambda _now: fp.events.consume())
+        fp.events.on(self.event.EXPIRED, self.on_event)
+        fp.events.on(self.event.POLL, self.on_event)
+        host.watch(fp.events.open(), lambda _now: fp.events.consume())
         # The gate must be refreshed well inside the dead-man bound, but never so
         # often that it becomes per-session work: it is one map write.
         deadman_us = fp.gate.deadman_ns // 1000
@@ -137,9 +139,12 @@ class Offload:
         Not for an authenticated session: XDP stamps the last packet before
         userspace has verified its digest, so a forger on the link could keep
         a dead peer alive in the kernel's eyes; its liveness stays with the
-        session, which counts only verified packets.
+        session, which counts only verified packets. Not while we are in
+        Demand mode: the peer is silent by request then, and only an
+        unanswered Poll times out (§6.8.4), which the session times itself.
         """
-        return entry.offloaded and entry.session.config.auth is None
+        s = entry.session
+        return entry.offloaded and s.config.auth is None and not s.local_demand_active
 
     def serviced(self, entry: Entry) -> None:
         """Write the session's kernel config if anything in it changed."""

@@ -37,7 +37,7 @@ class Attachment:
 
 
 class Program:
-    """The XDP program and the chained sweep programs, compiled from the sources ``abi`` was read from."""
+    """The XDP program, the chained sweep programs and the tick program, compiled from ``abi``'s sources."""
 
     def __init__(self, abi: Abi, *, max_sessions: int, pin: PinPaths | None) -> None:
         import bcc  # noqa: PLC0415  (bcc is only needed with --kernel-tx)
@@ -45,7 +45,7 @@ class Program:
         self._bcc = bcc
         src = abi.header.parent
         nsweeps = abi.sweep_programs(max_sessions)
-        text = (src / "xdp_bfd.c").read_text() + "\n" + (src / "sweep.c").read_text()
+        text = "\n".join((src / name).read_text() for name in ("xdp_bfd.c", "sweep.c", "tick.c"))
         cflags = [f"-I{src}", "-Wno-unused-function", *layout_cflags(max_sessions)]
         if pin is not None:
             pin.maps.mkdir(exist_ok=True)
@@ -58,8 +58,17 @@ class Program:
             self.sweep_fns = [
                 self.bpf.load_func(f"bfd_sweep_{i}".encode(), bcc.BPF.PERF_EVENT) for i in range(nsweeps)
             ]
+            # The transmit clock's program (tick.c), attached to its loop by fastpath.loop.
+            self.tick_fn = self.bpf.load_func(b"bfd_tick", bcc.BPF.SCHED_CLS)
             chain = self.bpf["sweep_chain"]
             for i, fn in enumerate(self.sweep_fns):
+                chain[ctypes.c_int(i)] = ctypes.c_int(fn.fd)
+            self.watch_fns = [
+                self.bpf.load_func(f"bfd_tick_watch_{i}".encode(), bcc.BPF.PERF_EVENT)
+                for i in range(abi.tick_watch_programs(max_sessions))
+            ]
+            chain = self.bpf["tick_watch_chain"]
+            for i, fn in enumerate(self.watch_fns):
                 chain[ctypes.c_int(i)] = ctypes.c_int(fn.fd)
         except Exception as e:
             raise KernelError(f"cannot load the XDP program: {e}") from None

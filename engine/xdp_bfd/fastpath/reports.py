@@ -1,4 +1,4 @@
-"""What the programs tell the engine: their counters, and the events ring (expiries, Polls answered)."""
+"""What the programs tell the engine: their counters, and the events ring (expiries, Polls, lost ticks)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 
 class Counters:
-    """The per-CPU ``counters`` array, by the names BFD_COUNTERS gives its indexes."""
+    """A per-CPU counter array (``counters``: BFD_COUNTERS; ``tick_counters``: BFD_TICK_COUNTERS) by name."""
 
-    def __init__(self, bpf: Any, names: tuple[str, ...]) -> None:
-        self.table = bpf["counters"]
+    def __init__(self, bpf: Any, names: tuple[str, ...], table: str = "counters") -> None:
+        self.table = bpf[table]
         self.names = names
 
     def totals(self) -> dict[str, int]:
@@ -20,20 +20,29 @@ class Counters:
 
 
 class Events:
-    """The ``events`` ring buffer; each event arrives as a ``struct bfd_event``."""
+    """The ``events`` ring buffer; each event arrives as a ``struct bfd_event``, handed on by its type."""
 
     def __init__(self, bpf: Any) -> None:
         self.bpf = bpf
         self.event_type = bpf["event_layout"].Leaf
+        self.handlers: dict[int, Callable[[Any], None]] = {}
         self._open = False
 
-    def open(self, callback: Callable[[Any], None]) -> int:
-        """Start delivering events to ``callback``; returns the fd to poll for readability."""
+    def on(self, event_type: int, callback: Callable[[Any], None]) -> None:
+        """Hand every event of ``event_type`` to ``callback`` (events of no handler are dropped)."""
+        self.handlers[int(event_type)] = callback
+
+    def open(self) -> int:
+        """Start delivering events; returns the fd to poll for readability."""
         table = self.bpf["events"]
         etype = self.event_type
+        handlers = self.handlers
 
         def cb(_ctx: Any, data: Any, _size: int) -> int:
-            callback(ctypes.cast(data, ctypes.POINTER(etype)).contents)
+            ev = ctypes.cast(data, ctypes.POINTER(etype)).contents
+            handler = handlers.get(ev.type)
+            if handler is not None:
+                handler(ev)
             return 0
 
         table.open_ring_buffer(cb)

@@ -21,9 +21,11 @@ from ..core.handoff import DPLANE_CONNECTION
 from ..core.host import Host
 from ..core.notify import Notifier
 from ..fastpath import abi
+from ..fastpath.clock import Clock
 from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
+from ..fastpath.loop import ShapedLoop, remove_loop
 from ..fastpath.observer import Offload
 from ..session import SessionConfig
 from . import directory, fdpass, handover
@@ -47,6 +49,8 @@ class FastPathOptions(Protocol):
     @property
     def spread_pass(self) -> bool: ...
     @property
+    def kernel_clock(self) -> bool: ...
+    @property
     def dplane_mode(self) -> str | None: ...
 
 
@@ -56,6 +60,7 @@ class Started:
 
     host: Host
     offload: Offload
+    clock: Clock | None
     state: handover_state.Handed | None = None
     predecessor: int | None = None
     # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on (empty outside one).
@@ -72,7 +77,7 @@ class Started:
         secrets of authenticated sessions come from there, never from the state.
         """
         assert self.state is not None
-        handover_state.restore(self.host, self.offload, self.state, configs)
+        handover_state.restore(self.host, self.offload, self.state, configs, clock=self.clock)
 
 
 def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> Started:
@@ -131,9 +136,26 @@ def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> St
         raise EngineError(str(e)) from None
     offload = Offload(host, fp)
     host.add_observer(offload)
+    clock = None
+    if args.kernel_clock:
+        try:
+            loop = ShapedLoop(fp.program.tick_fn.fd, adopt=plan is not None and plan.kind != "fresh")
+        except KernelError as e:
+            # Sessions still come up and XDP still answers: only what nobody asks for falls
+            # back to the engine's loop, as with --kernel-clock off. Said once, loudly.
+            log.error("%s; the engine sends what XDP cannot answer (as with --kernel-clock off)", e)
+        else:
+            # After the Offload: it gives each session its slot and says whether XDP answers.
+            clock = Clock(host, fp, loop)
+            host.add_observer(clock)
+            host.add_closer(clock.close)
+    else:
+        log.info("kernel-tx: --kernel-clock off: the engine sends what XDP cannot answer")
+        if remove_loop():
+            log.info("kernel-tx: removed the transmit clock's loop an earlier engine left")
     host.reflects_echo = True
     if pin is not None:
         host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
-    return Started(host, offload, handed, predecessor, marks)
+    return Started(host, offload, clock, handed, predecessor, marks)

@@ -44,6 +44,7 @@ from typing import Any
 from ..core.clock import now_us
 from ..core.handoff import DPLANE_SESSIONS
 from ..core.host import Entry, Host
+from ..fastpath.clock import Clock
 from ..fastpath.observer import Offload
 from ..session import AuthConfig, Session, SessionConfig
 from ..wire.control import AuthType, ControlPacket, Diag, Flag, State
@@ -735,9 +736,17 @@ def _forget(offload: Offload, r: Record) -> None:
 
 
 def restore(
-    host: Host, offload: Offload, state: Handed, configs: Iterable[SessionConfig] = ()
+    host: Host,
+    offload: Offload,
+    state: Handed,
+    configs: Iterable[SessionConfig] = (),
+    *,
+    clock: Clock | None = None,
 ) -> list[Entry]:
     """Recreate the handed-over sessions: same discriminators, slots and source ports.
+
+    ``clock`` (the kernel transmit clock) keeps each adopted session's tick
+    frame going as the pinned ``tick_cfg`` describes it.
 
     ``configs`` is this engine's own configuration: an authenticated session
     takes its secret from there (matched by session key, same key type and
@@ -770,6 +779,8 @@ def restore(
         if r.dp is not None:
             bookkeeping[entry.session.local_discr] = r.dp
         offload.adopted(entry)
+        if clock is not None:
+            clock.adopted(entry)
         out.append(entry)
     host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
     now = now_us()

@@ -379,6 +379,11 @@ class Session:
         return self._poll_active
 
     @property
+    def local_demand_active(self) -> bool:
+        """We are in Demand mode and both ends are Up: the peer is silent between our Polls (§6.6)."""
+        return self._local_demand_active()
+
+    @property
     def rx_packets(self) -> int:
         return self._rx_packets
 

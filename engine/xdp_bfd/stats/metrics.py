@@ -119,6 +119,19 @@ class StatsCollector(Collector):
                 yield CounterMetricFamily(
                     f"xdp_bfd_{name}", f"Fast-path verdicts: {name}", doc["counters"][name]
                 )
+        clock = doc.get("kernel_clock")
+        if clock:
+            ticks = CounterMetricFamily(
+                "xdp_bfd_kernel_clock_ticks", "Tick frames the kernel transmit clock saw, by outcome",
+                labels=["outcome"],
+            )  # fmt: skip
+            for name, n in sorted(clock["counters"].items()):
+                ticks.add_metric([name.removeprefix("tick_") if name != "tick" else "all"], n)
+            yield ticks
+            yield GaugeMetricFamily(
+                "xdp_bfd_kernel_clock_sessions", "Sessions the kernel transmit clock runs for",
+                clock["clocked_sessions"],
+            )  # fmt: skip
 
         state = GaugeMetricFamily(
             "xdp_bfd_session_state", "0 admin_down, 1 down, 2 init, 3 up", labels=SESSION_LABELS
@@ -141,8 +154,13 @@ class StatsCollector(Collector):
             "Silence beyond the detection time at the last kernel-detected expiry",
             labels=SESSION_LABELS,
         )
+        kclock = GaugeMetricFamily(
+            "xdp_bfd_session_kernel_clock", "1 while the kernel transmit clock runs for the session",
+            labels=SESSION_LABELS,
+        )  # fmt: skip
         for s in doc["sessions"]:
             labels = [s["local"] or "", s["peer"], s["ifname"] or "", str(s["multihop"]).lower()]
+            kclock.add_metric(labels, int(bool(s.get("kernel_clock"))))
             state.add_metric(labels, STATE_VALUES[s["state"]])
             up.add_metric(labels, int(s["state"] == "up"))
             flaps.add_metric(labels, s["flaps"])
@@ -152,7 +170,7 @@ class StatsCollector(Collector):
             ktx.add_metric(labels, int(bool(s.get("kernel_tx_active"))))
             if s.get("last_detection_overshoot_us") is not None:
                 overshoot.add_metric(labels, s["last_detection_overshoot_us"] / 1e6)
-        yield from (state, up, flaps, tx, rx, ktx, overshoot)
+        yield from (state, up, flaps, tx, rx, ktx, kclock, overshoot)
 
         lag = doc.get("loop_lag")
         if lag:

@@ -259,8 +259,19 @@ def test_the_programs_define_no_shared_value_of_their_own() -> None:
 
 
 def test_the_sweep_defines_as_many_copies_as_the_header_says() -> None:
-    copies = re.findall(r"^BFD_SWEEP\((\d+)\)$", (REPO_BPF / "sweep.c").read_text(), re.M)
+    text = (REPO_BPF / "sweep.c").read_text()
+    copies = re.findall(r"^BFD_SWEEP\((\d+)\)$", text, re.M)
     assert [int(i) for i in copies] == list(range(load_abi().sweep_copies))
+    watches = re.findall(r"^BFD_TICK_WATCH\((\d+)\)$", text, re.M)
+    assert [int(i) for i in watches] == list(range(load_abi().tick_watch_copies))
+
+
+def test_the_tick_watch_covers_every_session_and_no_more() -> None:
+    a = load_abi()
+    assert a.tick_watch_programs(a.max_sessions) * a.tick_watch_chunk >= a.max_sessions
+    assert a.tick_watch_programs(1) == 1
+    with pytest.raises(abi.AbiError, match="BFD_TICK_WATCH_COPIES x BFD_TICK_WATCH_CHUNK"):
+        a.tick_watch_programs(a.tick_watch_chunk * a.tick_watch_copies + 1)
 
 
 def test_xdp_walks_the_frame_with_one_parser() -> None:
@@ -338,7 +349,7 @@ class _Host:
         self.drops[reason] += 1
 
 
-def _fast_path(a: abi.Abi, writes: list[dict]) -> SimpleNamespace:
+def _fast_path(a: abi.Abi, writes: list[dict], handlers: dict | None = None) -> SimpleNamespace:
     """A FastPath's parts as the Offload reaches them, the maps replaced by what the test reads back."""
     state = SimpleNamespace(
         rx_packets=0, rx_bytes=0, ktx_packets=0, ktx_bytes=0, last_ktx_ns=0, last_rx_ns=0, echo_packets=0
@@ -347,7 +358,9 @@ def _fast_path(a: abi.Abi, writes: list[dict]) -> SimpleNamespace:
         abi=a,
         program=SimpleNamespace(attached=[]),
         gate=SimpleNamespace(deadman_ns=0, heartbeat=lambda _ns: None),
-        events=SimpleNamespace(open=lambda _cb: -1, consume=lambda: None),
+        events=SimpleNamespace(
+            open=lambda: -1, consume=lambda: None, on=(handlers if handlers is not None else {}).__setitem__
+        ),
         slots=SimpleNamespace(
             write_cfg=lambda _slot, kcfg: writes.append(kcfg), read_state=lambda _slot: state
         ),
@@ -370,8 +383,11 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=0, offloaded=True, epoch=1)
     host = _Host()
     host.sessions[session.local_discr] = entry
-    off = Offload(host, _fast_path(load_abi(header), writes))
+    handlers: dict = {}
+    off = Offload(host, _fast_path(load_abi(header), writes, handlers))
     assert host.watched == [-1] and host.timers  # the events ring is watched, the heartbeat runs
+    # The ring hands the Offload the header's EXPIRED (7), not the old value.
+    assert 7 in handlers and 1 not in handlers
     off.by_slot[0] = session.local_discr
     off._ktx_eligible = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
     off.serviced(entry)
@@ -384,7 +400,7 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     off.on_event(ev)
     assert entry.last_detection_us is None and session.state == control.State.UP
     ev.type = 7
-    off.on_event(ev)
+    handlers[7](ev)
     assert entry.last_detection_us == 50_000 and session.state == control.State.DOWN
     assert host.serviced[-1] is entry
 

@@ -14,13 +14,17 @@ from xdp_bfd.stats import metrics
 from xdp_bfd.stats.metrics import StatsCollector, parse_listen, reach
 
 
-def _exposed(doc: dict) -> dict:
+def _samples(doc: dict) -> list:
     collector = StatsCollector()
     collector.doc = doc
     reg = CollectorRegistry()
     reg.register(collector)
     text = generate_latest(reg).decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    return [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+def _exposed(doc: dict) -> dict:
+    return {s.name: s.value for s in _samples(doc)}
 
 
 def _doc(dplane: dict | None) -> dict:
@@ -50,6 +54,36 @@ def test_dplane_refused_is_a_counter_when_the_section_has_it():
     got = _exposed(_doc({"connected": False, "refused": 4}))
     assert got["xdp_bfd_dplane_refused_total"] == 4.0
     assert got["xdp_bfd_dplane_connected"] == 0.0
+
+
+def _exposed_labelled(doc: dict) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in _samples(doc)}
+
+
+def test_the_kernel_clock_is_exposed_by_outcome_and_per_session():
+    doc = _doc(None)
+    doc["kernel_clock"] = {
+        "loop": "xbfd-tick-a",
+        "clocked_sessions": 1,
+        "counters": {"tick": 10, "tick_sent": 7, "tick_skipped": 3},
+    }
+    doc["sessions"] = [
+        {"local": "198.19.1.1", "peer": "198.19.1.3", "ifname": "veth-a", "multihop": False, "state": "up",
+         "flaps": 0, "kernel_tx_packets": 7, "user_tx_packets": 0, "rx_packets": 9, "kernel_clock": True}
+    ]  # fmt: skip
+    got = _exposed_labelled(doc)
+    assert got[("xdp_bfd_kernel_clock_ticks_total", (("outcome", "all"),))] == 10.0
+    assert got[("xdp_bfd_kernel_clock_ticks_total", (("outcome", "sent"),))] == 7.0
+    assert got[("xdp_bfd_kernel_clock_ticks_total", (("outcome", "skipped"),))] == 3.0
+    assert got[("xdp_bfd_kernel_clock_sessions", ())] == 1.0
+    labels = (("ifname", "veth-a"), ("local", "198.19.1.1"), ("multihop", "false"), ("peer", "198.19.1.3"))
+    assert got[("xdp_bfd_session_kernel_clock", labels)] == 1.0
+    # Without the clock (--kernel-clock off, no --kernel-tx) no clock family but the per-session 0.
+    doc.pop("kernel_clock")
+    doc["sessions"][0]["kernel_clock"] = False
+    got = _exposed_labelled(doc)
+    assert not any(name.startswith("xdp_bfd_kernel_clock") for name, _ in got)
+    assert got[("xdp_bfd_session_kernel_clock", labels)] == 0.0
 
 
 def test_dplane_refused_is_absent_without_the_key():

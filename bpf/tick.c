@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The transmit clock in the kernel. XDP answers a peer's packet with ours, so
+ * a peer that keeps its own clock keeps ours; a peer that does not (another
+ * fast path, a peer slower than we must be, one in Demand mode) needs
+ * packets nobody asked for, and those must not wait for a userspace process
+ * to be scheduled. Each clocked session owns one tick frame circulating in a
+ * private veth pair: the shaped end's htb class releases it after its length
+ * at the session's rate (an hrtimer in the qdisc), this program sees it on
+ * the far end's ingress (clsact) and:
+ *
+ *   1. drops a frame of a stopped session or of an old generation;
+ *   2. unless a packet left for the session within cfg.min_gap_ns (an XDP
+ *      reply or the previous tick: the deadline guard), builds the session's
+ *      current control packet from the maps and clones it out the interface
+ *      the peer's packets come in by, while the dead-man gate is open and
+ *      the sweep has not found the peer silent (as XDP stops answering);
+ *   3. resizes the frame to the next period, a random length (RFC 5880
+ *      §6.8.7 jitter), shortened so that the next release comes before the
+ *      interval since the last packet sent ends, and redirects it into the
+ *      shaped end again.
+ *
+ * Compiled after xdp_bfd.c and sweep.c as one text: it shares their maps and
+ * helpers (fold, same16).
+ */
+#include <uapi/linux/pkt_cls.h>
+
+static __always_inline void tick_count(__u32 idx)
+{
+	__u64 *c = tick_counters.lookup(&idx);
+
+	if (c)
+		*c += 1;
+}
+
+/* The packets the clock builds, Ethernet to the end of BFD, as 16-bit words for the checksums. */
+struct tick_v4 {
+	union {
+		struct {
+			__u8 dst[6];
+			__u8 src[6];
+			__be16 proto;
+			struct iphdr ip;
+			struct udphdr udp;
+			__u8 bfd[BFD_CONTROL_LEN];
+		} __attribute__((packed));
+		__u16 w[33];
+	};
+};
+
+struct tick_v6 {
+	union {
+		struct {
+			__u8 dst[6];
+			__u8 src[6];
+			__be16 proto;
+			struct ipv6hdr ip;
+			struct udphdr udp;
+			__u8 bfd[BFD_CONTROL_LEN];
+		} __attribute__((packed));
+		__u16 w[43];
+	};
+};
+
+static __always_inline int is_v4_mapped(const __u8 *a)
+{
+	const __u32 *x = (const __u32 *)a;
+
+	return x[0] == 0 && x[1] == 0 && x[2] == bpf_htonl(0xffff);
+}
+
+/* Build the session's packet in the tick frame and clone it out. Returns 0 once it left. */
+static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg *tc, struct bfd_cfg *c,
+				     struct bfd_state *st)
+{
+	__u32 ifindex = st->rx_ifindex;
+
+	if (is_v4_mapped(c->peer)) {
+		struct tick_v4 f = {};
+		__u64 sum = 0;
+
+		__builtin_memcpy(f.dst, st->rx_eth + 6, 6);  /* back to whoever sent the peer's packet */
+		__builtin_memcpy(f.src, st->rx_eth, 6);
+		f.proto = bpf_htons(ETH_P_IP);
+		f.ip.version = 4;
+		f.ip.ihl = 5;
+		f.ip.tos = BFD_TOS;
+		f.ip.tot_len = bpf_htons(sizeof(f.ip) + sizeof(f.udp) + BFD_CONTROL_LEN);
+		f.ip.frag_off = bpf_htons(IPV4_DF);
+		f.ip.ttl = BFD_TTL;
+		f.ip.protocol = IPPROTO_UDP;
+		__builtin_memcpy(&f.ip.saddr, st->rx_local + 12, 4);
+		__builtin_memcpy(&f.ip.daddr, c->peer + 12, 4);
+		f.udp.source = c->sport;
+		f.udp.dest = c->dport;
+		f.udp.len = bpf_htons(sizeof(f.udp) + BFD_CONTROL_LEN);
+		__builtin_memcpy(f.bfd, tc->pkt, BFD_CONTROL_LEN);
+#pragma unroll
+		for (int i = 7; i < 17; i++)  /* the IPv4 header */
+			sum += f.w[i];
+		f.ip.check = fold(sum);
+		sum = bpf_htons(IPPROTO_UDP) + f.udp.len;
+#pragma unroll
+		for (int i = 13; i < 33; i++)  /* addresses, UDP header, BFD */
+			sum += f.w[i];
+		__u16 check = fold(sum);
+		f.udp.check = check ? check : 0xffff;
+		if (bpf_skb_change_tail(skb, sizeof(f), 0) || bpf_skb_store_bytes(skb, 0, &f, sizeof(f), 0))
+			return -1;
+	} else {
+		struct tick_v6 f = {};
+		__u64 sum;
+
+		__builtin_memcpy(f.dst, st->rx_eth + 6, 6);
+		__builtin_memcpy(f.src, st->rx_eth, 6);
+		f.proto = bpf_htons(ETH_P_IPV6);
+		f.ip.version = 6;
+		f.ip.priority = BFD_TOS >> 4;  /* traffic class CS6, as IPv4's TOS */
+		f.ip.payload_len = bpf_htons(sizeof(f.udp) + BFD_CONTROL_LEN);
+		f.ip.nexthdr = IPPROTO_UDP;
+		f.ip.hop_limit = BFD_TTL;
+		__builtin_memcpy(&f.ip.saddr, st->rx_local, 16);
+		__builtin_memcpy(&f.ip.daddr, c->peer, 16);
+		f.udp.source = c->sport;
+		f.udp.dest = c->dport;
+		f.udp.len = f.ip.payload_len;
+		__builtin_memcpy(f.bfd, tc->pkt, BFD_CONTROL_LEN);
+		sum = bpf_htons(IPPROTO_UDP) + f.udp.len;
+#pragma unroll
+		for (int i = 11; i < 43; i++)  /* addresses, UDP header, BFD */
+			sum += f.w[i];
+		__u16 check = fold(sum);
+		f.udp.check = check ? check : 0xffff;
+		if (bpf_skb_change_tail(skb, sizeof(f), 0) || bpf_skb_store_bytes(skb, 0, &f, sizeof(f), 0))
+			return -1;
+	}
+	return bpf_clone_redirect(skb, ifindex, 0) ? -1 : 0;
+}
+
+int bfd_tick(struct __sk_buff *skb)
+{
+	struct bfd_tick_hdr th;
+
+	if (bpf_skb_load_bytes(skb, 0, &th, sizeof(th)) < 0 || th.proto != bpf_htons(BFD_TICK_ETHERTYPE) ||
+	    th.magic != BFD_TICK_MAGIC) {
+		tick_count(BFD_TC_TICK_FOREIGN);
+		return TC_ACT_SHOT;  /* nothing else belongs on the loop */
+	}
+	__u32 slot = th.slot;
+	struct bfd_tick_cfg *tc = tick_cfg.lookup(&slot);
+	struct bfd_tick_state *ts = tick_state.lookup(&slot);
+	struct bfd_cfg *c = slot_cfg.lookup(&slot);
+	struct bfd_state *st = slot_state.lookup(&slot);
+
+	if (!tc || !ts || !c || !st || !(tc->flags & BFD_TICK_RUN) || tc->gen != th.gen ||
+	    !(c->flags & BFD_CFG_ACTIVE) || !tc->period_ns) {
+		tick_count(BFD_TC_TICK_STALE);
+		return TC_ACT_SHOT;  /* the clock of this frame was stopped or restarted */
+	}
+	__u64 now = bpf_ktime_get_ns();
+	ts->last_tick_ns = now;
+	ts->gen_seen = th.gen;
+	ts->ticks++;
+	tick_count(BFD_TC_TICK);
+
+	__u64 last = st->last_ktx_ns;
+	__u64 since = 0;  /* how much of the next period has passed already */
+	if (last && now - last < c->min_gap_ns) {
+		since = now - last;
+		ts->skipped++;
+		tick_count(BFD_TC_TICK_SKIPPED);
+	} else {
+		__u32 zero = 0;
+		struct bfd_gate *g = gate.lookup(&zero);
+		int open = g && (!g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns);
+
+		if (!open) {
+			ts->gated++;
+			tick_count(BFD_TC_TICK_GATED);
+		} else if ((c->flags & BFD_CFG_DETECT) && st->expired_epoch == c->epoch) {
+			/* The sweep saw the peer go silent: no Up packet leaves until the engine has said Down. */
+			tick_count(BFD_TC_TICK_EXPIRED);
+		} else if (!st->rx_ifindex) {
+			tick_count(BFD_TC_TICK_NO_PATH);  /* no packet from the peer yet: no way to it known */
+		} else if (tick_send(skb, tc, c, st) == 0) {
+			st->last_ktx_ns = now;
+			ts->sent++;
+			__sync_fetch_and_add(&st->ktx_packets, 1);
+			__sync_fetch_and_add(&st->ktx_bytes, BFD_CONTROL_LEN);
+			tick_count(BFD_TC_TICK_SENT);
+		} else {
+			tick_count(BFD_TC_TICK_ERROR);
+		}
+	}
+
+	/* The next period: random in [len_min, len_max], but over by the end of the window the last send opened. */
+	__u32 lo = tc->len_min, hi = tc->len_max, len = lo;
+	if (hi > lo)
+		len = lo + bpf_get_prandom_u32() % (hi - lo + 1);
+	if (since) {
+		__u64 used = since * BFD_TICK_LEN_FULL / tc->period_ns;
+
+		if (len + used > hi)
+			len = hi > used ? hi - used : 0;
+	}
+	if (len < BFD_TICK_LEN_MIN)
+		len = BFD_TICK_LEN_MIN;
+	if (bpf_skb_change_tail(skb, len, 0) || bpf_skb_store_bytes(skb, 0, &th, sizeof(th), 0)) {
+		tick_count(BFD_TC_TICK_ERROR);
+		return TC_ACT_SHOT;  /* the frame is lost: the sweep reports it, the engine sends another */
+	}
+	skb->priority = tc->classid;
+	return bpf_redirect(tc->loop_ifindex, 0);
+}

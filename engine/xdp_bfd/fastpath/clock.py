@@ -1,0 +1,208 @@
+"""The transmit clock in the kernel, as a session observer beside :class:`.observer.Offload`.
+
+Which sessions the kernel clocks (docs/fastpath.md): every offloaded session
+that is Up and sends periodic packets, without a guess about the peer. The
+tick program sends only when nothing left for the session within 0.75 x the
+interval, so against a peer that keeps its own clock XDP's replies carry the
+session and a tick costs one look at the maps; against one that does not
+(another fast path, a peer slower than we must be, a peer in Demand mode's
+silence) the ticks send. A wrong guess cannot happen: at worst the kernel
+clocks a session it could have answered.
+
+Not clocked, so still sent by the session itself: authenticated sessions
+(a digest per packet), sessions not Up (bring-up at the slow rate), a peer in
+Demand mode (nothing periodic is sent at all), and sessions the kernel does
+not see the packets of.
+
+Per session the engine writes ``tick_cfg`` once per change (the packet, the
+period, the generation) and changes the htb class when the interval does;
+its only other work is sending a frame in when a clock starts or a frame is
+lost (the sweep's TICK_LOST report): O(1) per event, never per packet.
+
+Registered after the Offload: it owns the slot and says whether XDP replies,
+this observer may add that the kernel also sends unasked
+(``periodic_tx_external``), never take that away.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.host import Entry, Host, PacketCounts
+from ..wire.control import State, encode_control
+from .kernel import FastPath
+from .loop import LOOP_A, ShapedLoop
+
+log = logging.getLogger("xdp_bfd")
+
+# RFC 5880 §6.8.7: each interval 75-100 % of nominal, at most 90 % with Detect Mult 1.
+# Two points inside each end: the qdisc's timer is exact to about 20 µs, and the
+# last frame's resize and transit add a little.
+JITTER_LOW, JITTER_HIGH, JITTER_HIGH_MULT1 = 0.77, 0.98, 0.88
+# A frame not seen for this many periods is lost (the sweep's report), never less than the floor.
+LOST_PERIODS, LOST_FLOOR_NS = 2, 5_000_000
+
+
+@dataclass
+class Tick:
+    """What the engine last wrote for one slot's clock."""
+
+    gen: int = 0
+    running: bool = False
+    period_ns: int = 0
+    lengths: tuple[int, int] = (0, 0)
+    pkt: bytes = b""
+    restarts: int = 0  # frames sent in again after a loss
+
+
+class Clock:
+    """The kernel transmit clock as a session observer (core.host.SessionObserver)."""
+
+    def __init__(self, host: Host, fp: FastPath, loop: ShapedLoop) -> None:
+        self.host, self.fp, self.loop = host, fp, loop
+        abi = fp.abi
+        self.run_flag = int(abi.TickFlag.RUN)
+        self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
+        self.ethertype, self.magic = abi.tick_ethertype, abi.tick_magic
+        self.cfg, self.state = fp.tick_cfg, fp.tick_state
+        self.ticks: dict[int, Tick] = {}
+        fp.events.on(abi.Event.TICK_LOST, self.on_lost)
+
+    # -- who is clocked ---------------------------------------------------------------
+
+    @staticmethod
+    def wanted(entry: Entry) -> bool:
+        s = entry.session
+        if entry.slot is None or not entry.offloaded or s.config.auth is not None:
+            return False
+        if s.state != State.UP or s.remote_discr == 0 or s.remote_min_rx_us == 0:
+            return False
+        # §6.6: a peer in Demand mode asked for no periodic packets (a Poll is the session's own).
+        return not s.remote_demand
+
+    def lengths(self, detect_mult: int) -> tuple[int, int]:
+        high = JITTER_HIGH_MULT1 if detect_mult == 1 else JITTER_HIGH
+        return math.ceil(self.len_full * JITTER_LOW), int(self.len_full * high)
+
+    # -- observer ---------------------------------------------------------------------
+
+    def added(self, entry: Entry) -> None:
+        self.serviced(entry)
+
+    def adopted(self, entry: Entry) -> None:
+        """A session handed over with its slot (--pin): its frame may be in flight, keep it going."""
+        assert entry.slot is not None
+        c = self.cfg[self.cfg.Key(entry.slot)]
+        self.ticks[entry.slot] = Tick(
+            gen=int(c.gen),
+            running=bool(c.flags & self.run_flag),
+            period_ns=int(c.period_ns),
+            lengths=(int(c.len_min), int(c.len_max)),
+            pkt=bytes(c.pkt),
+        )
+        self.serviced(entry)
+
+    def removed(self, entry: Entry) -> None:
+        if entry.slot is None:
+            return
+        t = self.ticks.pop(entry.slot, None)
+        if t is not None:
+            # The generation stays with the slot: a frame still in flight dies as stale.
+            self._write(entry.slot, replace(t, running=False))
+            self.ticks[entry.slot] = Tick(gen=t.gen)
+            self.loop.drop_class(entry.slot)
+
+    def serviced(self, entry: Entry) -> None:
+        slot = entry.slot
+        if slot is None:
+            return
+        s = entry.session
+        t = self.ticks.setdefault(slot, Tick())
+        if not self.wanted(entry):
+            if t.running:
+                t.running = False
+                self._write(slot, t)
+            return
+        period_ns = s.tx_interval_us * 1000
+        pkt = encode_control(replace(s.current_packet(), poll=s.poll_active))
+        lengths = self.lengths(s.config.detect_mult)
+        if not t.running or period_ns < t.period_ns:
+            # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
+            self.loop.set_class(slot, period_ns, self.len_full, fresh=True)
+            t.running, t.period_ns, t.lengths, t.pkt = True, period_ns, lengths, pkt
+            self._start(slot, t)
+        elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt:
+            if period_ns != t.period_ns:
+                self.loop.set_class(slot, period_ns, self.len_full)
+            t.period_ns, t.lengths, t.pkt = period_ns, lengths, pkt
+            self._write(slot, t)
+        s.periodic_tx_external = True
+
+    def _start(self, slot: int, t: Tick) -> None:
+        t.gen = (t.gen + 1) & 0xFFFFFFFF
+        self._write(slot, t, armed_ns=time.monotonic_ns())
+        self.loop.inject(slot, t.gen, self.len_min, self.ethertype, self.magic)
+
+    def _write(self, slot: int, t: Tick, *, armed_ns: int | None = None) -> None:
+        leaf = self.cfg.Leaf()
+        leaf.flags = self.run_flag if t.running else 0
+        leaf.gen = t.gen
+        leaf.classid = self.loop.classid(slot)
+        leaf.loop_ifindex = self.loop.a
+        leaf.len_min, leaf.len_max = t.lengths
+        leaf.period_ns = t.period_ns
+        leaf.lost_ns = max(LOST_FLOOR_NS, LOST_PERIODS * t.period_ns)
+        if armed_ns is None:
+            armed_ns = int(self.cfg[self.cfg.Key(slot)].armed_ns)
+        leaf.armed_ns = armed_ns
+        ctypes.memmove(leaf.pkt, t.pkt, min(len(t.pkt), ctypes.sizeof(leaf.pkt)))
+        self.cfg[self.cfg.Key(slot)] = leaf
+
+    # -- kernel reports -----------------------------------------------------------
+
+    def on_lost(self, ev: Any) -> None:
+        t = self.ticks.get(ev.slot)
+        if t is None or not t.running or ev.epoch != t.gen:
+            return  # stopped or restarted since
+        t.restarts += 1
+        log.info(
+            "kernel-tx: the tick frame of slot %d was not seen for %.1f ms; sending another",
+            ev.slot,
+            (ev.now_ns - ev.last_rx_ns) / 1e6,
+        )
+        self._start(ev.slot, t)
+
+    # -- stats ------------------------------------------------------------------------
+
+    def counts(self, entry: Entry, counts: PacketCounts) -> PacketCounts:
+        return counts  # what the ticks sent is in the slot's ktx counters (the Offload adds them)
+
+    def session_stats(self, entry: Entry, out: dict[str, Any], now_ns: int) -> None:
+        if entry.slot is None:
+            return
+        t = self.ticks.get(entry.slot, Tick())
+        st = self.state[self.state.Key(entry.slot)]
+        out["kernel_clock"] = t.running
+        out["tick_sent"] = int(st.sent)
+        out["tick_skipped"] = int(st.skipped)
+        out["tick_gated"] = int(st.gated)
+        out["tick_restarts"] = t.restarts
+        out["last_tick_age_us"] = (now_ns - st.last_tick_ns) // 1000 if st.last_tick_ns else None
+
+    def document(self, doc: dict[str, Any]) -> None:
+        doc["kernel_clock"] = {
+            "loop": LOOP_A,
+            "clocked_sessions": sum(1 for t in self.ticks.values() if t.running),
+            "counters": self.fp.tick_counters.totals(),
+        }
+
+    def close(self) -> None:
+        self.loop.close(remove=True)
+
+
+__all__ = ["Clock", "Tick"]

@@ -1,0 +1,200 @@
+"""The shaped loop the transmit clock's tick frames circulate in (bpf/tick.c, docs/fastpath.md).
+
+A private veth pair in the engine's namespace: the sending end ``A`` has an
+``htb`` root with one class per clocked session (rate: BFD_TICK_LEN_FULL bytes
+per interval, so a frame's length is its period), the far end ``B`` runs the
+tick program on ingress (clsact). Frames enter once per clock start through
+an AF_PACKET socket on ``A``; unclassified (htb default 0), the first one goes
+straight through, and the tick program classifies every later round by
+``skb->priority``. Everything here is rtnetlink (pyroute2), no ``tc`` exec:
+a class change must not cost a fork per session.
+
+The loop is a network device: it outlives the engine. With ``--pin`` a
+successor adopts it as it is (classes, frames in flight) and only swaps the
+program; a fresh start removes a stale one first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+import struct
+from pathlib import Path
+
+from .errors import KernelError
+
+log = logging.getLogger("xdp_bfd")
+
+LOOP_A, LOOP_B = "xbfd-tick-a", "xbfd-tick-b"
+HTB_HANDLE = 0x10000  # 1:
+CLSACT_INGRESS = "ffff:fff2"
+SO_SNDBUFFORCE = 32  # not in Python's socket module
+# Frames in flight keep their socket's send buffer charged: room for every session's frame.
+SNDBUF_BYTES = 64 << 20
+# The class may run this far ahead (its bucket): absorbs the loop's own transit without
+# adding it to the period.
+BURST_NS = 200_000
+QUANTUM = 1514
+
+
+def _disable_ipv6(ifname: str) -> None:
+    # Nothing but tick frames may cross the loop (the program drops and counts anything else).
+    with contextlib.suppress(OSError):
+        Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1\n")
+
+
+class ShapedLoop:
+    """The loop's two ends, its qdiscs and classes, and the socket that sends frames in."""
+
+    def __init__(self, tick_fd: int, *, adopt: bool) -> None:
+        try:
+            from pyroute2 import IPRoute  # noqa: PLC0415  (only with --kernel-tx)
+        except ImportError:
+            raise KernelError("kernel clock: pyroute2 is not installed (python3-pyroute2)") from None
+
+        self.ipr = IPRoute()
+        try:
+            self.adopted = adopt and self._exists()
+            if not self.adopted:
+                self._create()
+            self.a = self._index(LOOP_A)
+            self.b = self._index(LOOP_B)
+            self.a_mac = self._mac(self.a)
+            self.b_mac = self._mac(self.b)
+            self._attach(tick_fd)
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SNDBUF_BYTES)
+            self.sock.bind((LOOP_A, 0))
+        except KernelError:
+            self.ipr.close()
+            raise
+        except Exception as e:
+            self.ipr.close()
+            raise KernelError(f"kernel clock: cannot set up the loop {LOOP_A}/{LOOP_B}: {e}") from None
+        log.info(
+            "kernel-tx: transmit clock on loop %s -> %s (%s)",
+            LOOP_A,
+            LOOP_B,
+            "adopted with its frames in flight" if self.adopted else "new",
+        )
+
+    # -- the devices ------------------------------------------------------------
+
+    def _exists(self) -> bool:
+        return bool(self.ipr.link_lookup(ifname=LOOP_A)) and bool(self.ipr.link_lookup(ifname=LOOP_B))
+
+    def _index(self, ifname: str) -> int:
+        found = self.ipr.link_lookup(ifname=ifname)
+        if not found:
+            raise KernelError(f"kernel clock: {ifname} is gone")
+        return int(found[0])
+
+    def _mac(self, index: int) -> bytes:
+        link = self.ipr.get_links(index)[0]
+        return bytes.fromhex(link.get_attr("IFLA_ADDRESS").replace(":", ""))
+
+    def _create(self) -> None:
+        for ifname in (LOOP_A, LOOP_B):
+            for index in self.ipr.link_lookup(ifname=ifname):
+                self.ipr.link("del", index=index)  # a crashed engine's: its frames and classes go with it
+        self.ipr.link("add", ifname=LOOP_A, kind="veth", peer=LOOP_B)
+        for ifname in (LOOP_A, LOOP_B):
+            _disable_ipv6(ifname)
+            self.ipr.link("set", index=self._index(ifname), state="up")
+        self.ipr.tc("add", "htb", self._index(LOOP_A), HTB_HANDLE, default=0)
+        self.ipr.tc("add", "clsact", self._index(LOOP_B))
+
+    def _attach(self, fd: int) -> None:
+        # "replace": a successor's program takes over from its predecessor's between two frames.
+        self.ipr.tc(
+            "replace-filter",
+            "bpf",
+            self.b,
+            ":1",
+            fd=fd,
+            name="bfd_tick",
+            parent=CLSACT_INGRESS,
+            classid=1,
+            direct_action=True,
+        )
+
+    # -- classes ------------------------------------------------------------------
+
+    @staticmethod
+    def classid(slot: int) -> int:
+        return HTB_HANDLE | (slot + 1)
+
+    def set_class(self, slot: int, period_ns: int, len_full: int, *, fresh: bool = False) -> None:
+        """The session's class releases ``len_full`` bytes per ``period_ns``.
+
+        ``fresh``: a new class, empty and with a full bucket. A changed class
+        keeps its bucket, measured in time: after a slow period its debt would
+        hold a faster clock back for as long as the old period (measured: a
+        clock that went from 1 s to 10 ms ran at 20 ms for over a second).
+        """
+        rate = max(1, round(len_full * 1e9 / period_ns))  # bytes per second
+        burst = max(1, round(rate * BURST_NS / 1e9))
+        if fresh:
+            self.drop_class(slot)
+        try:
+            self.ipr.tc(
+                "replace-class",
+                "htb",
+                self.a,
+                self.classid(slot),
+                parent=HTB_HANDLE,
+                rate=rate,
+                ceil=rate,
+                burst=burst,
+                cburst=burst,
+                quantum=QUANTUM,
+            )
+        except Exception as e:
+            raise KernelError(f"kernel clock: cannot set the class of slot {slot}: {e}") from None
+
+    def drop_class(self, slot: int) -> None:
+        """Remove the slot's class and whatever frames wait in it (none if it does not exist)."""
+        try:
+            # No kind: pyroute2 builds htb parameters for "htb" and fails without a rate.
+            self.ipr.tc("del-class", index=self.a, handle=self.classid(slot), parent=HTB_HANDLE)
+        except Exception as e:  # pyroute2's NetlinkError carries the errno as .code
+            if getattr(e, "code", None) != errno.ENOENT:
+                raise KernelError(f"kernel clock: cannot remove the class of slot {slot}: {e}") from None
+
+    # -- frames -------------------------------------------------------------------
+
+    def inject(self, slot: int, gen: int, length: int, ethertype: int, magic: int) -> None:
+        """Send one tick frame in (its first round goes unshaped, straight to the program)."""
+        head = self.b_mac + self.a_mac + struct.pack(">H", ethertype) + struct.pack("=III", magic, slot, gen)
+        try:
+            self.sock.send(head.ljust(length, b"\0"))
+        except OSError as e:
+            # Lost like any frame: the sweep reports it and the clock sends another.
+            log.warning("kernel-tx: cannot send the tick frame of slot %d in: %s", slot, e.strerror or e)
+
+    def close(self, *, remove: bool) -> None:
+        """``remove``: take the loop away (a clean stop); else leave it to a successor."""
+        with contextlib.suppress(Exception):
+            self.sock.close()
+        if remove:
+            with contextlib.suppress(Exception):
+                self.ipr.link("del", index=self.a)
+        self.ipr.close()
+
+
+def remove_loop() -> bool:
+    """Take away a loop an engine left (--kernel-clock off now): its frames would go on sending."""
+    try:
+        from pyroute2 import IPRoute  # noqa: PLC0415
+    except ImportError:
+        return False  # then no engine of this install made one
+    with IPRoute() as ipr:
+        found = ipr.link_lookup(ifname=LOOP_A)
+        for index in found:
+            ipr.link("del", index=index)
+    return bool(found)
+
+
+__all__ = ["LOOP_A", "LOOP_B", "ShapedLoop", "remove_loop"]

@@ -1,0 +1,234 @@
+"""The transmit clock's decisions: which sessions the kernel clocks, and what it writes when.
+
+The maps and the loop are replaced by recorders (their kernel side is proven
+in tests/integration/test_fastpath_engine_pair.py and the bench); the ABI
+values come from the real header.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.sessions import bring_up, deliver, make, packet
+from xdp_bfd.core.host import Entry
+from xdp_bfd.fastpath.abi import load as load_abi
+from xdp_bfd.fastpath.clock import JITTER_HIGH, JITTER_HIGH_MULT1, JITTER_LOW, Clock
+from xdp_bfd.session import AuthConfig
+from xdp_bfd.wire import control
+
+ABI = load_abi()
+
+
+class _Map:
+    """An array map as the Clock reaches it: Key(slot), Leaf(), [key] get/set."""
+
+    def __init__(self, leaf: Any) -> None:
+        self.data: dict[int, Any] = {}
+        self.Leaf = leaf
+
+    @staticmethod
+    def Key(slot: int) -> int:
+        return slot
+
+    def __getitem__(self, key: int) -> Any:
+        return self.data.get(key) or self.Leaf()
+
+    def __setitem__(self, key: int, leaf: Any) -> None:
+        self.data[key] = leaf
+
+
+class _Loop:
+    a = 77
+
+    def __init__(self) -> None:
+        self.classes: dict[int, int] = {}  # slot -> period_ns
+        self.injected: list[tuple[int, int]] = []  # (slot, gen)
+        self.dropped: list[int] = []
+        self.fresh: list[bool] = []  # per set_class: a new class (empty, full bucket) or a changed one
+
+    @staticmethod
+    def classid(slot: int) -> int:
+        return 0x10000 | (slot + 1)
+
+    def set_class(self, slot: int, period_ns: int, len_full: int, *, fresh: bool = False) -> None:
+        assert len_full == ABI.tick_len_full
+        self.classes[slot] = period_ns
+        self.fresh.append(fresh)
+
+    def drop_class(self, slot: int) -> None:
+        self.dropped.append(slot)
+
+    def inject(self, slot: int, gen: int, length: int, ethertype: int, magic: int) -> None:
+        assert (length, ethertype, magic) == (ABI.tick_len_min, ABI.tick_ethertype, ABI.tick_magic)
+        self.injected.append((slot, gen))
+
+
+def _cfg_leaf() -> SimpleNamespace:
+    return SimpleNamespace(
+        flags=0, gen=0, classid=0, loop_ifindex=0, len_min=0, len_max=0, period_ns=0, lost_ns=0, armed_ns=0,
+        pkt=(ctypes.c_ubyte * ABI.control_len)(),
+    )  # fmt: skip
+
+
+def _state_leaf() -> SimpleNamespace:
+    return SimpleNamespace(last_tick_ns=0, ticks=0, sent=0, skipped=0, gated=0, gen_seen=0, lost_gen=0)
+
+
+def _clock() -> tuple[Clock, _Loop, _Map]:
+    handlers: dict = {}
+    fp = SimpleNamespace(
+        abi=ABI,
+        tick_cfg=_Map(_cfg_leaf),
+        tick_state=_Map(_state_leaf),
+        events=SimpleNamespace(on=handlers.__setitem__),
+        tick_counters=SimpleNamespace(totals=dict),
+    )
+    loop = _Loop()
+    clock = Clock(SimpleNamespace(), fp, loop)  # type: ignore[arg-type]
+    assert handlers == {ABI.Event.TICK_LOST: clock.on_lost}
+    return clock, loop, fp.tick_cfg
+
+
+def _entry(**kw: Any) -> Entry:
+    kw.setdefault("min_tx_us", 10_000)
+    kw.setdefault("min_rx_us", 10_000)
+    session = make(**kw)
+    return Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=3, offloaded=True)
+
+
+def _up(entry: Entry, **peer: Any) -> None:
+    peer.setdefault("desired_min_tx_us", 10_000)
+    peer.setdefault("required_min_rx_us", 10_000)
+    bring_up(entry.session, 0, **peer)
+
+
+def test_an_up_session_is_clocked_from_one_frame_at_its_interval() -> None:
+    clock, loop, cfg = _clock()
+    e = _entry()
+    clock.added(e)
+    assert not loop.injected and not e.session.periodic_tx_external  # Down: the session sends itself
+    _up(e)
+    clock.serviced(e)
+    assert loop.classes == {3: 10_000_000} and loop.injected == [(3, 1)]
+    c = cfg.data[3]
+    assert (c.flags, c.gen, c.classid, c.loop_ifindex, c.period_ns) == (
+        ABI.TickFlag.RUN,
+        1,
+        0x10004,
+        77,
+        10**7,
+    )
+    assert c.lost_ns >= 2 * c.period_ns and c.armed_ns > 0
+    # The packet the tick sends is the one the session would send now (here: the Poll to its fast timers).
+    assert e.session.poll_active
+    assert bytes(c.pkt) == control.encode_control(replace(e.session.current_packet(), poll=True))
+    assert e.session.periodic_tx_external
+    clock.serviced(e)  # nothing changed: nothing written, no second frame
+    assert loop.injected == [(3, 1)] and cfg.data[3] is c
+    out: dict = {}
+    clock.session_stats(e, out, 0)
+    assert out["kernel_clock"] is True
+
+
+@pytest.mark.parametrize(
+    ("what", "entry_kw", "peer_kw", "offloaded"),
+    [
+        ("authenticated", {"auth": AuthConfig(control.AuthType.KEYED_SHA1, 1, b"secret")}, {}, True),
+        ("not seen by XDP", {}, {}, False),
+    ],
+)
+def test_sessions_the_kernel_cannot_clock_stay_with_the_session(what, entry_kw, peer_kw, offloaded) -> None:
+    clock, loop, _cfg = _clock()
+    e = _entry(**entry_kw)
+    e.offloaded = offloaded
+    if entry_kw.get("auth"):
+        e.session._state = control.State.UP
+    else:
+        _up(e, **peer_kw)
+    clock.serviced(e)
+    assert not loop.injected, what
+    assert not e.session.periodic_tx_external
+
+
+def test_a_peer_in_demand_mode_gets_no_periodic_packets() -> None:
+    clock, loop, cfg = _clock()
+    e = _entry()
+    _up(e)
+    clock.serviced(e)
+    assert loop.injected == [(3, 1)]
+    # §6.6: the peer sets D while both are Up; we must stop our periodic packets.
+    deliver(e.session, packet(control.State.UP, demand=True, desired_min_tx_us=10_000,
+                              required_min_rx_us=10_000), 5_000)  # fmt: skip
+    assert e.session.remote_demand
+    clock.serviced(e)
+    assert cfg.data[3].flags == 0  # the frame dies at its next round
+
+
+def test_a_shorter_interval_starts_a_new_frame_a_longer_one_only_slows_the_class() -> None:
+    clock, loop, cfg = _clock()
+    e = _entry(min_tx_us=50_000, min_rx_us=50_000)
+    _up(e, desired_min_tx_us=50_000, required_min_rx_us=50_000)
+    clock.serviced(e)
+    assert loop.classes[3] == 50_000_000 and loop.injected == [(3, 1)]
+    s = e.session
+    s._eff_tx_us = 10_000
+    s._remote_min_rx_us = 10_000
+    clock.serviced(e)
+    # htb's debt at the old rate would hold the old frame back: a new generation starts at once.
+    assert loop.classes[3] == 10_000_000 and loop.injected == [(3, 1), (3, 2)]
+    assert cfg.data[3].gen == 2 and cfg.data[3].period_ns == 10_000_000
+    s._eff_tx_us = 100_000
+    clock.serviced(e)
+    assert loop.classes[3] == 100_000_000 and loop.injected == [(3, 1), (3, 2)]
+    assert loop.fresh == [True, True, False]
+    assert cfg.data[3].gen == 2 and cfg.data[3].period_ns == 100_000_000
+
+
+def test_a_lost_frame_is_replaced_once_and_a_stale_report_is_ignored() -> None:
+    clock, loop, cfg = _clock()
+    e = _entry()
+    _up(e)
+    clock.serviced(e)
+    lost = SimpleNamespace(
+        slot=3, epoch=1, local_discr=e.session.local_discr, now_ns=30_000_000, last_rx_ns=0
+    )
+    clock.on_lost(lost)
+    assert loop.injected == [(3, 1), (3, 2)] and cfg.data[3].gen == 2
+    clock.on_lost(lost)  # the second CPU's report of the same generation
+    assert loop.injected == [(3, 1), (3, 2)]
+    out: dict = {}
+    clock.session_stats(e, out, 0)
+    assert out["tick_restarts"] == 1
+
+
+def test_down_and_removal_stop_the_clock_and_keep_the_generation() -> None:
+    clock, loop, cfg = _clock()
+    e = _entry()
+    _up(e)
+    clock.serviced(e)
+    e.session.detection_expired(100_000)
+    e.session.periodic_tx_external = False  # as the Offload writes it for a session not Up
+    clock.serviced(e)
+    assert cfg.data[3].flags == 0 and not e.session.periodic_tx_external
+    clock.removed(e)
+    assert loop.dropped == [3] and cfg.data[3].gen == 1
+    # The slot's next session starts a generation no frame still in flight carries.
+    e2 = replace(e, session=make(min_tx_us=10_000, min_rx_us=10_000))
+    _up(e2)
+    clock.serviced(e2)
+    assert loop.injected[-1] == (3, 2)
+
+
+@pytest.mark.parametrize(("mult", "high"), [(3, JITTER_HIGH), (1, JITTER_HIGH_MULT1)])
+def test_the_frame_lengths_keep_the_rfc_jitter_band(mult: int, high: float) -> None:
+    clock, _loop, _cfg = _clock()
+    lo, hi = clock.lengths(mult)
+    full = ABI.tick_len_full
+    # RFC 5880 §6.8.7: 75-100 % of the interval, at most 90 % with Detect Mult 1.
+    assert 0.75 * full < lo <= JITTER_LOW * full + 1 and hi <= high * full
+    assert hi <= (0.9 if mult == 1 else 1.0) * full and lo < hi
