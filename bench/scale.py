@@ -52,7 +52,7 @@ from harness.wait import wait_until
 
 DEFAULT_LADDER = "1@10,64@10,1024@10,4096@100"
 CPU_TARGET_PCT = 2.0
-PROG_TYPE_XDP, PROG_TYPE_PERF_EVENT = 6, 7
+PROG_TYPE_SCHED_CLS, PROG_TYPE_XDP, PROG_TYPE_PERF_EVENT = 3, 6, 7
 METRICS_PORT = 9464
 
 
@@ -149,9 +149,11 @@ def sessions_file(path: Path, n: int, interval_ms: int) -> None:
 
 
 def prog_times(pid: int) -> dict[str, int]:
-    out = {"xdp_cnt": 0, "xdp_ns": 0, "sweep_cnt": 0, "sweep_ns": 0}
+    out = {"xdp_cnt": 0, "xdp_ns": 0, "sweep_cnt": 0, "sweep_ns": 0, "tick_cnt": 0, "tick_ns": 0}
+    # The sweep's kind includes the tick watch (also a perf event); "tick" is the clock's program.
+    kinds = {PROG_TYPE_XDP: "xdp", PROG_TYPE_PERF_EVENT: "sweep", PROG_TYPE_SCHED_CLS: "tick"}
     for prog in benchlib.bpf_prog_stats(pid):
-        kind = {PROG_TYPE_XDP: "xdp", PROG_TYPE_PERF_EVENT: "sweep"}.get(prog.get("prog_type", -1))
+        kind = kinds.get(prog.get("prog_type", -1))
         if kind:
             out[f"{kind}_cnt"] += prog.get("run_cnt", 0)
             out[f"{kind}_ns"] += prog.get("run_time_ns", 0)
@@ -236,6 +238,8 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             args.xdp_mode,
             "--metrics",
             f"127.0.0.1:{METRICS_PORT}",
+            "--kernel-clock",
+            args.kernel_clock,
         ]
         prefix = None
         if args.engine_sched == "unit":
@@ -347,6 +351,15 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             "sweep_runs_per_s": round(dx["sweep_cnt"] / window, 1),
             "sweep_cpu_pct": round(100 * dx["sweep_ns"] / 1e9 / window, 3),
             "sweep_ns_per_run": round(dx["sweep_ns"] / dx["sweep_cnt"], 1) if dx["sweep_cnt"] else None,
+            # The kernel transmit clock: its program's runs (one per tick frame release) and cost.
+            "tick_runs_per_s": round(dx["tick_cnt"] / window, 1),
+            "tick_cpu_pct": round(100 * dx["tick_ns"] / 1e9 / window, 3),
+            "tick_ns_per_run": round(dx["tick_ns"] / dx["tick_cnt"], 1) if dx["tick_cnt"] else None,
+            "clocked_sessions": (s1.get("kernel_clock") or {}).get("clocked_sessions"),
+            "tick_counters": {
+                k: v - ((s0.get("kernel_clock") or {}).get("counters") or {}).get(k, 0)
+                for k, v in ((s1.get("kernel_clock") or {}).get("counters") or {}).items()
+            },
             "expected_peer_pps": round(n * 1000 / interval_ms, 1),
             "peer_sent_per_s": round((ps1.get("sent", 0) - ps0.get("sent", 0)) / window, 1),
             "replies_on_veth_p_per_s": round((lp1["rx_packets"] - lp0["rx_packets"]) / window, 1),
@@ -549,6 +562,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seconds", type=float, default=15.0, help="steady-state window per rung")
     ap.add_argument("--settle", type=float, default=2.0, help="wait after bring-up before measuring")
     ap.add_argument("--xdp-mode", default="generic", choices=("generic", "native"))
+    ap.add_argument("--kernel-clock", default="on", choices=("on", "off"), help="the engine's --kernel-clock")
     ap.add_argument(
         "--no-silence-check",
         dest="silence_check",
@@ -649,6 +663,7 @@ def main() -> int:
                 st.get("kernel_tx_share"),
                 st.get("xdp_ns_per_packet"),
                 st.get("sweep_cpu_pct"),
+                st.get("tick_cpu_pct"),
                 (st.get("peer_cpu") or {}).get("cpu_pct_sched"),
                 (r.get("bringup") or {}).get("after_s"),
             ]
@@ -666,6 +681,7 @@ def main() -> int:
                 "ktx share",
                 "xdp ns/pkt",
                 "sweep cpu%",
+                "tick cpu%",
                 "peer cpu%",
                 "bring-up s",
             ],

@@ -168,7 +168,7 @@ class FakeHost:
             return
         self.by_key.pop(entry.session.config.key(), None)
         self.removed.append((discr, admin_down))
-        for observer in self.observers:
+        for observer in reversed(self.observers):  # as the engine: last added first
             observer.removed(entry)
         s = entry.session
         if admin_down and s.state != State.ADMIN_DOWN:

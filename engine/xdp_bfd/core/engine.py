@@ -180,7 +180,9 @@ class Engine:
         if entry is None:
             return
         s = entry.session
-        for observer in self.observers:
+        # Last added first, as closers: an observer built on an earlier one's view
+        # (the clock on the Offload's slot) lets go of it before that view goes.
+        for observer in reversed(self.observers):
             observer.removed(entry)
         if admin_down and s.state != State.ADMIN_DOWN:
             # Tell the peer this is deliberate (§6.8.16) rather than let it time out.

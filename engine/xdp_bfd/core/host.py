@@ -84,7 +84,7 @@ class SessionObserver(Protocol):
         """A new session is in the table (not yet serviced)."""
 
     def removed(self, entry: Entry) -> None:
-        """The session left the table (its AdminDown, if any, not sent yet)."""
+        """The session left the table (its AdminDown, if any, not sent yet); observers in reverse order."""
 
     def serviced(self, entry: Entry) -> None:
         """The session took an input and sent what it queued: mirror its new state."""

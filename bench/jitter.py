@@ -1,0 +1,142 @@
+"""The kernel transmit clock's intervals on the wire: do they keep RFC 5880 §6.8.7's 75-100 % band?
+
+Two engines, both ``--kernel-tx``, face each other across a bridge (a fleet's
+router-to-router link: every periodic packet is the kernel clock's or an XDP
+reply to it). ``--sessions`` sessions on one address pair each
+(198.19.1.0/24 and up, the integration tests' plan); tcpdump on the bridge
+port records both directions for ``--seconds``. Every interval between two
+packets of one session in one direction is divided by the session's
+negotiated interval; the result is the share inside [0.75, 1.0], the
+quantiles, the worst intervals with their time (to line up with a stall
+of the machine), and how much of it the clock sent (the engines'
+``tick_sent`` against ``kernel_tx_packets``). Figures, not a verdict: the
+prototype's environment witness (one frame behind a plain ``tbf``) is in
+``bench/txclock/``.
+
+    sudo .venv/bin/python bench/jitter.py [--sessions 16] [--interval-ms 10] [--seconds 20] [--detect-mult 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+
+import benchlib
+
+from harness.capture import Capture, flow
+from harness.engine import EngineProcess
+from harness.netns import PREFIX, Topology
+from harness.wait import wait_until
+
+BAND = (0.75, 1.0)
+
+
+def _addresses(i: int) -> tuple[str, str]:
+    return f"198.19.{1 + i // 100}.{1 + i % 100}", f"198.19.{1 + i // 100}.{101 + i % 100}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=16)
+    ap.add_argument("--interval-ms", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--detect-mult", type=int, default=3, choices=(1, 2, 3, 4, 5))
+    args = ap.parse_args()
+    if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600:
+        ap.error("--sessions 1-200, --seconds 1-600")
+    stamp, work, doc = benchlib.begin("jitter", vars(args))
+    topo = Topology()
+    engines: list[EngineProcess] = []
+    cap: Capture | None = None
+    try:
+        a_ns, m_ns, b_ns = topo.namespace("a"), topo.namespace("m"), topo.namespace("b")
+        topo.veth(a_ns, "veth-a", m_ns, "m-a")
+        topo.veth(m_ns, "m-b", b_ns, "veth-b")
+        m_ns.run(["ip", "link", "add", "br0", "type", "bridge"])
+        for port in ("m-a", "m-b"):
+            m_ns.run(["ip", "addr", "flush", "dev", port])
+            m_ns.run(["ip", "link", "set", port, "master", "br0"])
+        m_ns.run(["ip", "link", "set", "br0", "up"])
+        pairs = [_addresses(i) for i in range(args.sessions)]
+        for ns, ifname, side in ((a_ns, "veth-a", 0), (b_ns, "veth-b", 1)):
+            ns.run(["ip", "addr", "flush", "dev", ifname])
+            lines = []
+            for pair in pairs:
+                ns.run(["ip", "addr", "add", f"{pair[side]}/16", "dev", ifname])
+                lines.append(
+                    f"- {{local: {pair[side]}, peer: {pair[1 - side]}, interface: {ifname}, "
+                    f"min_tx_ms: {args.interval_ms}, min_rx_ms: {args.interval_ms}, "
+                    f"detect_mult: {args.detect_mult}}}\n"
+                )
+            sessions = work / f"sessions-{ifname}.yml"
+            sessions.write_text("".join(lines))
+            argv = ["--sessions", str(sessions), "--kernel-tx", ifname, "--xdp-mode", "generic"]
+            engines.append(EngineProcess(ns, argv, work, ["chrt", "-f", "60"]).start())
+        for e in engines:
+            e.wait_log("bfd: serving", timeout=120)
+
+        def all_clocked() -> bool:
+            return all(
+                d["sessions_up"] == args.sessions and all(s.get("kernel_clock") for s in d["sessions"])
+                for d in (e.stats() for e in engines)
+            )
+
+        wait_until(all_clocked, timeout=60, what="every session Up and kernel-clocked at both ends")
+        time.sleep(1.0)  # the bring-up Poll sequences are over
+        before = [e.stats() for e in engines]
+        cap = Capture(m_ns, "m-a", work / "jitter.pcap").start()
+        t0 = time.monotonic()
+        wait_until(lambda: time.monotonic() - t0 >= args.seconds, timeout=args.seconds + 5, what="window")
+        pkts = cap.stop()
+        after = [e.stats() for e in engines]
+        ratios: list[float] = []
+        worst: list[tuple[float, str]] = []
+        for local, peer in pairs:
+            for src, dst in ((local, peer), (peer, local)):
+                mine = flow(pkts, src=src, dst=dst)
+                for x, y in itertools.pairwise(mine):
+                    r = (y.ts - x.ts) * 1e3 / args.interval_ms
+                    ratios.append(r)
+                    worst.append((r, f"{src}->{dst} at {y.ts:.6f}"))
+        ratios.sort()
+        inside = sum(1 for r in ratios if BAND[0] <= r <= BAND[1])
+        sent = {
+            k: sum(
+                sum(s[k] for s in a["sessions"]) - sum(s[k] for s in b["sessions"])
+                for a, b in zip(after, before, strict=True)
+            )
+            for k in ("tick_sent", "kernel_tx_packets", "user_tx_packets", "flaps")
+        }
+        q = {
+            str(p): round(benchlib.quantile(ratios, p), 4) for p in (0.0, 0.001, 0.01, 0.5, 0.99, 0.999, 1.0)
+        }
+        doc["result"] = {
+            "intervals": len(ratios),
+            "share_in_band": round(inside / len(ratios), 6) if ratios else None,
+            "below_band": sum(1 for r in ratios if r < BAND[0]),
+            "above_band": sum(1 for r in ratios if r > BAND[1]),
+            "quantiles_of_nominal": q,
+            "worst": [w for _r, w in sorted(worst)[:3]] + [w for _r, w in sorted(worst)[-3:]],
+            "engines": sent,
+            "clock_share": round(sent["tick_sent"] / sent["kernel_tx_packets"], 4)
+            if sent["kernel_tx_packets"]
+            else None,
+        }
+        print(benchlib.table(["figure", "value"], sorted(doc["result"].items())))
+    finally:
+        if cap is not None:
+            cap.stop()
+        for e in engines:
+            e.cleanup()
+        topo.close()
+        doc["leftover_namespaces"] = benchlib.require_clean_netns(f"{PREFIX}{os.getpid()}-")
+        path = benchlib.write_result("jitter", stamp, doc)
+        print(f"result: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The engine tells its observers of a session in the order they were added, and of its end in reverse.
+
+The kernel transmit clock (fastpath.clock) is built on the Offload's slot:
+it must let go of the slot's clock before the Offload frees the slot.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+from xdp_bfd.core.engine import Engine
+from xdp_bfd.session import SessionConfig
+
+
+class _Recorder:
+    def __init__(self, name: str, calls: list[tuple[str, str]]) -> None:
+        self.name, self.calls = name, calls
+
+    def added(self, entry: Any) -> None:
+        self.calls.append(("added", self.name))
+
+    def removed(self, entry: Any) -> None:
+        self.calls.append(("removed", self.name))
+
+    def serviced(self, entry: Any) -> None:
+        self.calls.append(("serviced", self.name))
+
+    def counts(self, entry: Any, counts: Any) -> Any:
+        return counts
+
+    def session_stats(self, entry: Any, out: dict, now_ns: int) -> None:
+        pass
+
+    def document(self, doc: dict) -> None:
+        pass
+
+
+def test_removal_runs_the_observers_last_added_first(tmp_path: Path) -> None:
+    engine = Engine(stats_path=tmp_path / "stats.json")
+    calls: list[tuple[str, str]] = []
+    for name in ("offload", "clock"):
+        engine.add_observer(_Recorder(name, calls))
+    try:
+        cfg = SessionConfig(local=ipaddress.ip_address("127.0.0.1"), peer=ipaddress.ip_address("127.0.0.2"))
+        entry = engine.add_session(cfg, "cli")
+        assert [c for c in calls if c[0] == "added"] == [("added", "offload"), ("added", "clock")]
+        engine.remove_session(entry.session.local_discr, admin_down=False)
+        assert [c for c in calls if c[0] == "removed"] == [("removed", "clock"), ("removed", "offload")]
+    finally:
+        engine.shutdown()
