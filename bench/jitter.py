@@ -1,4 +1,4 @@
-"""The kernel transmit clock's intervals on the wire: do they keep RFC 5880 §6.8.7's 75-100 % band?
+"""The kernel transmit clock's intervals on the wire: do they keep RFC 5880 §6.8.7's band?
 
 Two engines, both ``--kernel-tx``, face each other across a bridge (a fleet's
 router-to-router link: every periodic packet is the kernel clock's or an XDP
@@ -31,7 +31,8 @@ from harness.engine import EngineProcess
 from harness.netns import PREFIX, Topology
 from harness.wait import wait_until
 
-BAND = (0.75, 1.0)
+# RFC 5880 §6.8.7: 75-100 % of the interval; at most 90 % with Detect Mult 1.
+BAND, BAND_MULT1 = (0.75, 1.0), (0.75, 0.9)
 
 
 def _addresses(i: int) -> tuple[str, str]:
@@ -102,7 +103,8 @@ def main() -> int:
                     ratios.append(r)
                     worst.append((r, f"{src}->{dst} at {y.ts:.6f}"))
         ratios.sort()
-        inside = sum(1 for r in ratios if BAND[0] <= r <= BAND[1])
+        band = BAND_MULT1 if args.detect_mult == 1 else BAND
+        inside = sum(1 for r in ratios if band[0] <= r <= band[1])
         sent = {
             k: sum(
                 sum(s[k] for s in a["sessions"]) - sum(s[k] for s in b["sessions"])
@@ -116,8 +118,9 @@ def main() -> int:
         doc["result"] = {
             "intervals": len(ratios),
             "share_in_band": round(inside / len(ratios), 6) if ratios else None,
-            "below_band": sum(1 for r in ratios if r < BAND[0]),
-            "above_band": sum(1 for r in ratios if r > BAND[1]),
+            "band": band,
+            "below_band": sum(1 for r in ratios if r < band[0]),
+            "above_band": sum(1 for r in ratios if r > band[1]),
             "quantiles_of_nominal": q,
             "worst": [w for _r, w in sorted(worst)[:3]] + [w for _r, w in sorted(worst)[-3:]],
             "engines": sent,
@@ -125,7 +128,10 @@ def main() -> int:
             if sent["kernel_tx_packets"]
             else None,
         }
-        print(benchlib.table(["figure", "value"], sorted(doc["result"].items())))
+        res = doc["result"]
+        rows = [[k, v] for k, v in res.items() if not isinstance(v, dict | list)]
+        rows += [[f"{k} {q}", v] for k in ("quantiles_of_nominal", "engines") for q, v in res[k].items()]
+        print(benchlib.table(["figure", "value"], rows))
     finally:
         if cap is not None:
             cap.stop()

@@ -182,13 +182,17 @@ int bfd_tick(struct __sk_buff *skb)
 			tick_count(BFD_TC_TICK_EXPIRED);
 		} else if (!st->rx_ifindex) {
 			tick_count(BFD_TC_TICK_NO_PATH);  /* no packet from the peer yet: no way to it known */
+		} else if (__sync_val_compare_and_swap(&st->last_ktx_ns, last, now) != last) {
+			/* XDP answered for this session on another CPU just now: that was this interval's packet. */
+			ts->skipped++;
+			tick_count(BFD_TC_TICK_SKIPPED);
 		} else if (tick_send(skb, tc, c, st) == 0) {
-			st->last_ktx_ns = now;
 			ts->sent++;
 			__sync_fetch_and_add(&st->ktx_packets, 1);
 			__sync_fetch_and_add(&st->ktx_bytes, BFD_CONTROL_LEN);
 			tick_count(BFD_TC_TICK_SENT);
 		} else {
+			/* The stamp says sent: the next tick comes within the interval anyway (counted, rare). */
 			tick_count(BFD_TC_TICK_ERROR);
 		}
 	}

@@ -506,8 +506,13 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	int steady = in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] && in[3] == ex[3] && in[4] == ex[4] &&
 		     in[5] == ex[5];
 	if (steady) {
-		/* RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply is skipped. */
-		if (now - st->last_ktx_ns < c->min_gap_ns) {
+		/*
+		 * RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply
+		 * is skipped. The stamp is claimed, not just read: the transmit clock
+		 * (tick.c) may be sending for this session on another CPU right now.
+		 */
+		__u64 last = st->last_ktx_ns;
+		if (now - last < c->min_gap_ns || __sync_val_compare_and_swap(&st->last_ktx_ns, last, now) != last) {
 			__sync_fetch_and_add(&st->early_skips, 1);
 			count(BFD_C_TX_EARLY);
 			return XDP_DROP;
