@@ -49,6 +49,7 @@ class Options:
     sched_deadline: tuple[int, int] | None
     spread_pass: bool
     kernel_clock: bool  # --kernel-clock: the tick program sends what no peer asks for
+    kernel_clock_budget: int  # --kernel-clock-budget: releases/s the clock may cost
     log_level: str
 
 

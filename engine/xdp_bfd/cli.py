@@ -27,6 +27,11 @@ from .stats.locate import DEFAULT_STATS_PATH
 
 log = logging.getLogger("xdp_bfd")
 
+# What one loop (one htb qdisc, one CPU's softirq at a time) took here without harm
+# (docs/benchmarks.md, scale): 256 sessions at 10 ms (~29 000 releases/s) ran clean,
+# 1024 (~117 000) saturated the machine and took the fast path down with it.
+DEFAULT_CLOCK_BUDGET = 25_000
+
 
 def _positive_int(name: str, allow_zero: bool = True) -> Callable[[str], int]:
     def conv(text: str) -> int:
@@ -69,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("on", "off"),
         default="on",
         help="with --kernel-tx: the kernel sends the periodic packets no peer asks for",
+    )
+    p.add_argument(
+        "--kernel-clock-budget",
+        type=_positive_int("--kernel-clock-budget", False),
+        default=DEFAULT_CLOCK_BUDGET,
+        metavar="PER_S",
+        help="releases per second the kernel clock may cost (sessions past it are not clocked)",
     )
     p.add_argument("--stats-dump", type=Path, default=Path(DEFAULT_STATS_PATH), metavar="PATH",
                    help=f"where SIGUSR1 writes the stats JSON (default {DEFAULT_STATS_PATH})")  # fmt: skip
@@ -140,6 +152,7 @@ def parse_args(argv: list[str]) -> Options:
         sched_deadline=args.sched_deadline,
         spread_pass=args.spread_pass,
         kernel_clock=args.kernel_clock == "on",
+        kernel_clock_budget=args.kernel_clock_budget,
         log_level=args.log_level,
     )
 

@@ -48,6 +48,11 @@ JITTER_LOW, JITTER_HIGH, JITTER_HIGH_MULT1 = 0.77, 0.98, 0.88
 LOST_PERIODS, LOST_FLOOR_NS = 2, 5_000_000
 
 
+def ticks_per_s(period_ns: int) -> float:
+    """Releases a clock costs: one per jittered period (0.875 of nominal on average)."""
+    return 1e9 / (period_ns * (JITTER_LOW + JITTER_HIGH) / 2)
+
+
 @dataclass
 class Tick:
     """What the engine last wrote for one slot's clock."""
@@ -63,8 +68,12 @@ class Tick:
 class Clock:
     """The kernel transmit clock as a session observer (core.host.SessionObserver)."""
 
-    def __init__(self, host: Host, fp: FastPath, loop: ShapedLoop) -> None:
+    def __init__(self, host: Host, fp: FastPath, loop: ShapedLoop, *, budget: int) -> None:
         self.host, self.fp, self.loop = host, fp, loop
+        # Releases per second the running clocks may cost together (--kernel-clock-budget).
+        self.budget, self.load = budget, 0.0
+        self.over_budget = 0  # clock starts refused for the budget
+        self._budget_said = False
         abi = fp.abi
         self.run_flag = int(abi.TickFlag.RUN)
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
@@ -105,6 +114,8 @@ class Clock:
             lengths=(int(c.len_min), int(c.len_max)),
             pkt=bytes(c.pkt),
         )
+        if self.ticks[entry.slot].running:
+            self.load += ticks_per_s(int(c.period_ns))
         self.serviced(entry)
 
     def removed(self, entry: Entry) -> None:
@@ -113,7 +124,8 @@ class Clock:
         t = self.ticks.pop(entry.slot, None)
         if t is not None:
             # The generation stays with the slot: a frame still in flight dies as stale.
-            self._write(entry.slot, replace(t, running=False))
+            if t.running:
+                self._stop(entry.slot, t)
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
 
@@ -125,23 +137,49 @@ class Clock:
         t = self.ticks.setdefault(slot, Tick())
         if not self.wanted(entry):
             if t.running:
-                t.running = False
-                self._write(slot, t)
+                self._stop(slot, t)
             return
         period_ns = s.tx_interval_us * 1000
         pkt = encode_control(replace(s.current_packet(), poll=s.poll_active))
         lengths = self.lengths(s.config.detect_mult)
+        cost = ticks_per_s(period_ns) - (ticks_per_s(t.period_ns) if t.running else 0.0)
+        if cost > 0 and self.load + cost > self.budget:
+            # Over budget the session stays as it was before the clock: XDP's replies, the loop's packets.
+            if t.running:
+                self._stop(slot, t)
+            self._refuse(entry)
+            return
         if not t.running or period_ns < t.period_ns:
             # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
             self.loop.set_class(slot, period_ns, self.len_full, fresh=True)
+            self.load += cost
             t.running, t.period_ns, t.lengths, t.pkt = True, period_ns, lengths, pkt
             self._start(slot, t)
         elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt:
             if period_ns != t.period_ns:
                 self.loop.set_class(slot, period_ns, self.len_full)
+                self.load += cost
             t.period_ns, t.lengths, t.pkt = period_ns, lengths, pkt
             self._write(slot, t)
         s.periodic_tx_external = True
+
+    def _stop(self, slot: int, t: Tick) -> None:
+        t.running = False
+        self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
+        self._write(slot, t)
+
+    def _refuse(self, entry: Entry) -> None:
+        self.over_budget += 1
+        if not self._budget_said:
+            self._budget_said = True  # once: at scale this is every session past the budget
+            c = entry.session.config
+            log.warning(
+                "kernel-tx: the transmit clock's budget of %d releases/s is spent; %s -> %s and any"
+                " further session are not clocked (XDP answers them; --kernel-clock-budget)",
+                self.budget,
+                c.local or "*",
+                c.peer,
+            )
 
     def _start(self, slot: int, t: Tick) -> None:
         t.gen = (t.gen + 1) & 0xFFFFFFFF
@@ -198,6 +236,9 @@ class Clock:
         doc["kernel_clock"] = {
             "loop": LOOP_A,
             "clocked_sessions": sum(1 for t in self.ticks.values() if t.running),
+            "budget_per_s": self.budget,
+            "load_per_s": round(self.load),
+            "over_budget": self.over_budget,
             "counters": self.fp.tick_counters.totals(),
         }
 

@@ -51,6 +51,8 @@ class FastPathOptions(Protocol):
     @property
     def kernel_clock(self) -> bool: ...
     @property
+    def kernel_clock_budget(self) -> int: ...
+    @property
     def dplane_mode(self) -> str | None: ...
 
 
@@ -146,7 +148,7 @@ def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> St
             log.error("%s; the engine sends what XDP cannot answer (as with --kernel-clock off)", e)
         else:
             # After the Offload: it gives each session its slot and says whether XDP answers.
-            clock = Clock(host, fp, loop)
+            clock = Clock(host, fp, loop, budget=args.kernel_clock_budget)
             host.add_observer(clock)
             host.add_closer(clock.close)
     else:

@@ -79,7 +79,7 @@ def _state_leaf() -> SimpleNamespace:
     return SimpleNamespace(last_tick_ns=0, ticks=0, sent=0, skipped=0, gated=0, gen_seen=0, lost_gen=0)
 
 
-def _clock() -> tuple[Clock, _Loop, _Map]:
+def _clock(budget: int = 25_000) -> tuple[Clock, _Loop, _Map]:
     handlers: dict = {}
     fp = SimpleNamespace(
         abi=ABI,
@@ -89,7 +89,7 @@ def _clock() -> tuple[Clock, _Loop, _Map]:
         tick_counters=SimpleNamespace(totals=dict),
     )
     loop = _Loop()
-    clock = Clock(SimpleNamespace(), fp, loop)  # type: ignore[arg-type]
+    clock = Clock(SimpleNamespace(), fp, loop, budget=budget)  # type: ignore[arg-type]
     assert handlers == {ABI.Event.TICK_LOST: clock.on_lost}
     return clock, loop, fp.tick_cfg
 
@@ -232,3 +232,26 @@ def test_the_frame_lengths_keep_the_rfc_jitter_band(mult: int, high: float) -> N
     # RFC 5880 §6.8.7: 75-100 % of the interval, at most 90 % with Detect Mult 1.
     assert 0.75 * full < lo <= JITTER_LOW * full + 1 and hi <= high * full
     assert hi <= (0.9 if mult == 1 else 1.0) * full and lo < hi
+
+
+def test_past_its_budget_the_clock_leaves_sessions_as_they_were_and_says_so_once(caplog) -> None:
+    # 10 ms: about 114 releases/s a session; a budget of 250 takes two of them.
+    clock, loop, cfg = _clock(budget=250)
+    entries = []
+    for slot in range(3):
+        e = _entry()
+        e.slot = slot
+        _up(e)
+        clock.serviced(e)
+        entries.append(e)
+    assert [s for s, _gen in loop.injected] == [0, 1]
+    assert [e.session.periodic_tx_external for e in entries] == [True, True, False]
+    doc: dict = {}
+    clock.document(doc)
+    assert (doc["kernel_clock"]["clocked_sessions"], doc["kernel_clock"]["over_budget"]) == (2, 1)
+    assert sum("budget of 250 releases/s is spent" in r.message for r in caplog.records) == 1
+    # A clock that stops gives its share back: the third session gets one at its next service.
+    entries[0].session.detection_expired(100_000)
+    clock.serviced(entries[0])
+    clock.serviced(entries[2])
+    assert loop.injected[-1] == (2, 1) and cfg.data[2].flags == ABI.TickFlag.RUN
