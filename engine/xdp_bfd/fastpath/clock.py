@@ -72,7 +72,7 @@ class Clock:
         self.host, self.fp, self.loop = host, fp, loop
         # Releases per second the running clocks may cost together (--kernel-clock-budget).
         self.budget, self.load = budget, 0.0
-        self.over_budget = 0  # clock starts refused for the budget
+        self.refused: set[int] = set()  # slots whose clock the budget refused (until it starts or leaves)
         self._budget_said = False
         abi = fp.abi
         self.run_flag = int(abi.TickFlag.RUN)
@@ -128,6 +128,7 @@ class Clock:
                 self._stop(entry.slot, t)
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
+        self.refused.discard(entry.slot)
 
     def serviced(self, entry: Entry) -> None:
         slot = entry.slot
@@ -147,7 +148,7 @@ class Clock:
             # Over budget the session stays as it was before the clock: XDP's replies, the loop's packets.
             if t.running:
                 self._stop(slot, t)
-            self._refuse(entry)
+            self._refuse(slot, entry)
             return
         if not t.running or period_ns < t.period_ns:
             # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
@@ -168,8 +169,8 @@ class Clock:
         self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
         self._write(slot, t)
 
-    def _refuse(self, entry: Entry) -> None:
-        self.over_budget += 1
+    def _refuse(self, slot: int, entry: Entry) -> None:
+        self.refused.add(slot)
         if not self._budget_said:
             self._budget_said = True  # once: at scale this is every session past the budget
             c = entry.session.config
@@ -182,6 +183,7 @@ class Clock:
             )
 
     def _start(self, slot: int, t: Tick) -> None:
+        self.refused.discard(slot)
         t.gen = (t.gen + 1) & 0xFFFFFFFF
         self._write(slot, t, armed_ns=time.monotonic_ns())
         self.loop.inject(slot, t.gen, self.len_min, self.ethertype, self.magic)
@@ -238,7 +240,7 @@ class Clock:
             "clocked_sessions": sum(1 for t in self.ticks.values() if t.running),
             "budget_per_s": self.budget,
             "load_per_s": round(self.load),
-            "over_budget": self.over_budget,
+            "over_budget": len(self.refused),
             "counters": self.fp.tick_counters.totals(),
         }
 

@@ -249,9 +249,14 @@ def test_past_its_budget_the_clock_leaves_sessions_as_they_were_and_says_so_once
     doc: dict = {}
     clock.document(doc)
     assert (doc["kernel_clock"]["clocked_sessions"], doc["kernel_clock"]["over_budget"]) == (2, 1)
+    clock.serviced(entries[2])  # refused again: still one session over the budget
+    clock.document(doc)
+    assert doc["kernel_clock"]["over_budget"] == 1
     assert sum("budget of 250 releases/s is spent" in r.message for r in caplog.records) == 1
     # A clock that stops gives its share back: the third session gets one at its next service.
     entries[0].session.detection_expired(100_000)
     clock.serviced(entries[0])
     clock.serviced(entries[2])
     assert loop.injected[-1] == (2, 1) and cfg.data[2].flags == ABI.TickFlag.RUN
+    clock.document(doc)
+    assert doc["kernel_clock"]["over_budget"] == 0
