@@ -267,31 +267,37 @@ def _apply_setting(peer, words, line):
         peer["echo_receive_interval"] = 0 if words[2] == "disabled" else _int(words[2], line)
 
 
-def parse_running_config(text):
-    """Peers of the ``bfd`` block of ``show running-config bfd``, as complete dicts.
+def _bfd_node(text):
+    """``(indent, words, line)`` for each ``bfd`` line (indent 0) of ``show running-config bfd`` and each
+    line inside its block.
 
-    Every setting is present; FRR omits defaults, so those are filled in. Profiles
-    (``profile NAME`` blocks directly under ``bfd``) are skipped: this manages peers.
     FRR indents a block's header by one space and its settings by two; that, not the
     ``exit`` lines (which older releases do not print), delimits the blocks.
     """
-    peers = []
     in_bfd = False
-    current = None  # the peer whose settings follow, None inside a profile
     for raw in (text or "").splitlines():
         line = raw.strip()
         if not line or line.startswith("!"):
             continue
         indent = len(raw) - len(raw.lstrip())
         if indent == 0:
-            in_bfd, current = line == "bfd", None
-            continue
-        if not in_bfd:
-            continue
-        words = line.split()
-        if indent == 1:
+            in_bfd = line == "bfd"
+        if in_bfd:
+            yield indent, line.split(), line
+
+
+def parse_running_config(text):
+    """Peers of the ``bfd`` block of ``show running-config bfd``, as complete dicts.
+
+    Every setting is present; FRR omits defaults, so those are filled in. Profiles
+    (``profile NAME`` blocks directly under ``bfd``) are skipped: this manages peers.
+    """
+    peers = []
+    current = None  # the peer whose settings follow, None inside a profile
+    for indent, words, line in _bfd_node(text):
+        if indent <= 1:
             current = None
-            if words[0] == "peer":
+            if indent == 1 and words[0] == "peer":
                 current = defaults_for(_parse_header(words[1:], line))
                 peers.append(current)
         elif current is not None:
@@ -301,20 +307,11 @@ def parse_running_config(text):
 
 def parse_profiles(text):
     """The names of the ``profile NAME`` blocks of ``show running-config bfd``."""
-    names = set()
-    in_bfd = False
-    for raw in (text or "").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("!"):
-            continue
-        indent = len(raw) - len(raw.lstrip())
-        if indent == 0:
-            in_bfd = line == "bfd"
-        elif in_bfd and indent == 1:
-            words = line.split()
-            if words[0] == "profile" and len(words) == 2:
-                names.add(words[1])
-    return names
+    return {
+        words[1]
+        for indent, words, _line in _bfd_node(text)
+        if indent == 1 and words[0] == "profile" and len(words) == 2
+    }
 
 
 def check_profiles(config, profiles):
