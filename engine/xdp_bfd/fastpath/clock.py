@@ -62,6 +62,7 @@ class Tick:
     period_ns: int = 0
     lengths: tuple[int, int] = (0, 0)
     pkt: bytes = b""
+    armed_ns: int = 0  # CLOCK_MONOTONIC when this generation's frame was sent in
     restarts: int = 0  # frames sent in again after a loss
 
 
@@ -113,6 +114,7 @@ class Clock:
             period_ns=int(c.period_ns),
             lengths=(int(c.len_min), int(c.len_max)),
             pkt=bytes(c.pkt),
+            armed_ns=int(c.armed_ns),
         )
         if self.ticks[entry.slot].running:
             self.load += ticks_per_s(int(c.period_ns))
@@ -121,11 +123,11 @@ class Clock:
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:
             return
-        t = self.ticks.pop(entry.slot, None)
+        t = self.ticks.get(entry.slot)
         if t is not None:
-            # The generation stays with the slot: a frame still in flight dies as stale.
             if t.running:
                 self._stop(entry.slot, t)
+            # The generation stays with the slot: a frame still in flight dies as stale.
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
         self.refused.discard(entry.slot)
@@ -185,10 +187,11 @@ class Clock:
     def _start(self, slot: int, t: Tick) -> None:
         self.refused.discard(slot)
         t.gen = (t.gen + 1) & 0xFFFFFFFF
-        self._write(slot, t, armed_ns=time.monotonic_ns())
+        t.armed_ns = time.monotonic_ns()
+        self._write(slot, t)
         self.loop.inject(slot, t.gen, self.len_min, self.ethertype, self.magic)
 
-    def _write(self, slot: int, t: Tick, *, armed_ns: int | None = None) -> None:
+    def _write(self, slot: int, t: Tick) -> None:
         leaf = self.cfg.Leaf()
         leaf.flags = self.run_flag if t.running else 0
         leaf.gen = t.gen
@@ -197,9 +200,7 @@ class Clock:
         leaf.len_min, leaf.len_max = t.lengths
         leaf.period_ns = t.period_ns
         leaf.lost_ns = max(LOST_FLOOR_NS, LOST_PERIODS * t.period_ns)
-        if armed_ns is None:
-            armed_ns = int(self.cfg[self.cfg.Key(slot)].armed_ns)
-        leaf.armed_ns = armed_ns
+        leaf.armed_ns = t.armed_ns
         ctypes.memmove(leaf.pkt, t.pkt, min(len(t.pkt), ctypes.sizeof(leaf.pkt)))
         self.cfg[self.cfg.Key(slot)] = leaf
 
