@@ -53,14 +53,8 @@ def main() -> int:
     engines: list[EngineProcess] = []
     cap: Capture | None = None
     try:
-        a_ns, m_ns, b_ns = topo.namespace("a"), topo.namespace("m"), topo.namespace("b")
-        topo.veth(a_ns, "veth-a", m_ns, "m-a")
-        topo.veth(m_ns, "m-b", b_ns, "veth-b")
-        m_ns.run(["ip", "link", "add", "br0", "type", "bridge"])
-        for port in ("m-a", "m-b"):
-            m_ns.run(["ip", "addr", "flush", "dev", port])
-            m_ns.run(["ip", "link", "set", port, "master", "br0"])
-        m_ns.run(["ip", "link", "set", "br0", "up"])
+        a_ns, b_ns = topo.namespace("a"), topo.namespace("b")
+        _a, m_ns = topo.bridged(a_ns, "veth-a", b_ns, "veth-b")
         pairs = [_addresses(i) for i in range(args.sessions)]
         for ns, ifname, side in ((a_ns, "veth-a", 0), (b_ns, "veth-b", 1)):
             ns.run(["ip", "addr", "flush", "dev", ifname])

@@ -249,6 +249,23 @@ class Topology:
             wait_until(lambda e=end: _carrier(e), timeout=5, what=f"carrier on {end.ifname}")
         return ends
 
+    def bridged(self, a: Namespace, a_if: str, b: Namespace, b_if: str) -> tuple[Link, Namespace]:
+        """``a`` and ``b`` on one plain bridge in a namespace of its own: ``a_if`` and ``b_if``
+        keep the addresses of their veth pairs, the bridge ports (``m-a``, ``m-b``) have none.
+
+        Returns ``a_if``'s end and the bridge's namespace: a capture on ``m-a`` sees the wire
+        between two XDP interfaces, where one on either would miss what its program consumes.
+        """
+        m = self.namespace("m")
+        a_end, _ = self.veth(a, a_if, m, "m-a")
+        self.veth(m, "m-b", b, b_if)
+        m.run(["ip", "link", "add", "br0", "type", "bridge"])
+        for port in ("m-a", "m-b"):
+            m.run(["ip", "addr", "flush", "dev", port])
+            m.run(["ip", "link", "set", port, "master", "br0"])
+        m.run(["ip", "link", "set", "br0", "up"])
+        return a_end, m
+
     def close(self) -> None:
         # Processes first (all of them, in every namespace), then the namespaces:
         # a daemon killed after its namespace is gone would linger unnoticed.

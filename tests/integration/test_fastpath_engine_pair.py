@@ -38,14 +38,8 @@ def pair(topo, engine_factory, capture_factory, tmp_path):
 def _pair(fixtures: tuple, family: int, multihop: bool, a_args: tuple = (), a_session: str = ""):
     """``a_args``: more arguments for engine a (--pin); ``a_session``: more keys for its session."""
     topo, engine_factory, capture_factory, tmp_path = fixtures
-    a_ns, m_ns, b_ns = topo.namespace("a"), topo.namespace("m"), topo.namespace("b")
-    a, _ = topo.veth(a_ns, "veth-a", m_ns, "m-a")
-    topo.veth(m_ns, "m-b", b_ns, "veth-b")
-    m_ns.run(["ip", "link", "add", "br0", "type", "bridge"])
-    for port in ("m-a", "m-b"):
-        m_ns.run(["ip", "addr", "flush", "dev", port])
-        m_ns.run(["ip", "link", "set", port, "master", "br0"])
-    m_ns.run(["ip", "link", "set", "br0", "up"])
+    a_ns, b_ns = topo.namespace("a"), topo.namespace("b")
+    a, m_ns = topo.bridged(a_ns, "veth-a", b_ns, "veth-b")
     # b joins a's subnet (its own pair's address stays, unused).
     if family == 4:
         a_ip, b_ip = a.ip4, a.v4.network[3]
