@@ -18,9 +18,10 @@ from pathlib import Path
 from .core import footprint
 from .core.config import ConfigError, load_sessions
 from .core.engine import Engine
-from .core.errors import EXIT_OK, EngineError
+from .core.errors import EXIT_HANDED_OVER, EXIT_OK, EngineError
 from .core.sched import reserve as reserve_scheduling
 from .dplane.address import DplaneAddress
+from .pin.succession import Predecessor
 from .session import SessionConfig
 from .session.config import IPAddress
 
@@ -50,6 +51,7 @@ class Options:
     spread_pass: bool
     kernel_clock: bool  # --kernel-clock: the tick program sends what no peer asks for
     kernel_clock_budget: int  # --kernel-clock-budget: releases/s the clock may cost
+    succeed: int | None  # --succeed PID: the unpinned engine this one replaces once it has compiled
     log_level: str
 
 
@@ -73,8 +75,24 @@ def initial_sessions(args: Options) -> list[tuple[SessionConfig, str]]:
     return out
 
 
-def _no_handover() -> None:
-    log.warning("pin: SIGUSR2 asks for a handover, but there is no --pin directory; ignoring it")
+class _StepDown:
+    """SIGUSR2 without ``--pin``: a ``--succeed`` successor has compiled and takes this engine's place.
+
+    The shutdown is SIGTERM's (AdminDown to every session, XDP detached, bfddp
+    closed) but without ``STOPPING=1``: the successor is the unit's main
+    process by now, and systemd would take a stopping notice from anyone in
+    the unit as the unit's own (systemd 257 then fails the reload and stops
+    the successor with it). Exit status 75, as after a ``--pin`` handover.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.done = engine, False
+
+    def __call__(self) -> None:
+        if not self.done:
+            log.info("succeed: SIGUSR2: a successor takes this engine's place; stopping (AdminDown)")
+        self.done = True
+        self.engine.reactor.stop_requested = True
 
 
 def run(args: Options) -> int:
@@ -87,16 +105,23 @@ def run(args: Options) -> int:
         deadman_us=args.deadman_us,
     )
     engine.reactor.install_signals()
-    engine.on_signal(signal.SIGUSR2, _no_handover)
+    step_down = _StepDown(engine)
+    engine.on_signal(signal.SIGUSR2, step_down)  # --pin replaces it with the handover
     try:
         started = None
+        # Checked before the compile: a wrong pid fails the start, not the old engine.
+        predecessor = Predecessor(args.succeed) if args.succeed is not None else None
         if args.kernel_tx:
             from .pin.startup import start_fast_path  # noqa: PLC0415  (bcc only with --kernel-tx)
 
-            started = start_fast_path(engine, engine.notifier, args)
+            started = start_fast_path(engine, engine.notifier, args, succeed=predecessor)
             engine.reactor.takeover_marks = started.marks
-        elif args.pin is not None:
-            log.warning("pin: --pin keeps the fast path's state; without --kernel-tx it does nothing")
+        else:
+            if args.pin is not None:
+                log.warning("pin: --pin keeps the fast path's state; without --kernel-tx it does nothing")
+            if predecessor is not None:  # nothing to compile: it goes before our sockets are bound
+                engine.notifier.main_pid()
+                log.info("succeed: engine %d stopped in %.0f ms", predecessor.pid, predecessor.retire())
         engine.open_receivers()
         if started is not None and started.state is not None:
             started.restore([cfg for cfg, _origin in sessions])
@@ -162,7 +187,8 @@ def run(args: Options) -> int:
         if engine.reactor.takeover_marks:
             marks = engine.reactor.takeover_marks
             log.info(
-                "pin: serving again %.1f ms after the request at %.6f (%s)",
+                "%s: serving again %.1f ms after the request at %.6f (%s)",
+                "succeed" if args.succeed is not None else "pin",
                 (marks[-1][1] - marks[0][1]) / 1e6,
                 marks[0][1] / 1e9,
                 ", ".join(f"{b[0]} +{(b[1] - a[1]) / 1e6:.1f}" for a, b in itertools.pairwise(marks)),
@@ -170,4 +196,4 @@ def run(args: Options) -> int:
         engine.loop()
     finally:
         engine.shutdown()
-    return EXIT_OK
+    return EXIT_HANDED_OVER if step_down.done else EXIT_OK

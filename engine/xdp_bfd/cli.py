@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dplane-allow", metavar="USER[,USER...]",
                    help="who may be the dataplane (names or uids; default frr,root)")  # fmt: skip
     p.add_argument("--pin", type=Path, metavar="BPFFS_DIR")
+    p.add_argument("--succeed", type=_positive_int("--succeed", False), metavar="PID",
+                   help="replace engine PID (one without --pin): compile first, then stop it")  # fmt: skip
     p.add_argument("--deadman-us", type=_positive_int("--deadman-us"), default=3_000_000, metavar="USEC")
     p.add_argument(
         "--demand-poll-us", type=_positive_int("--demand-poll-us"), default=1_000_000, metavar="USEC"
@@ -131,6 +133,11 @@ def parse_args(argv: list[str]) -> Options:
         if not (sep and runtime.isdigit() and period.isdigit() and 0 < int(runtime) <= int(period)):
             raise UsageError("--sched-deadline wants RUNTIME_US/PERIOD_US with 0 < runtime ≤ period")
         args.sched_deadline = (int(runtime), int(period))
+    if args.succeed is not None and args.pin is not None:
+        raise UsageError(
+            "--succeed is for engines without --pin: under --pin the successor finds the running "
+            "engine in the pin directory and takes its state over"
+        )
     if args.local is None and args.sessions is None and args.dplane_mode is None:
         raise UsageError("nothing to do: give LOCAL_IP PEER_IP, --sessions FILE or a dataplane option")
     return Options(
@@ -153,6 +160,7 @@ def parse_args(argv: list[str]) -> Options:
         spread_pass=args.spread_pass,
         kernel_clock=args.kernel_clock == "on",
         kernel_clock_budget=args.kernel_clock_budget,
+        succeed=args.succeed,
         log_level=args.log_level,
     )
 

@@ -69,6 +69,7 @@ def test_positional_session_and_defaults():
     assert a.kernel_tx == ()
     assert parse_args(["--sessions", "f.yml", "--kernel-tx", "eth0,eth1"]).kernel_tx == ("eth0", "eth1")
     assert parse_args(["--dplane", "1", "--sched-deadline", "1000/10000"]).sched_deadline == (1000, 10000)
+    assert a.succeed is None and parse_args(["--dplane", "1", "--succeed", "4242"]).succeed == 4242
 
 
 @pytest.mark.parametrize(
@@ -86,6 +87,8 @@ def test_positional_session_and_defaults():
         ["--dplane", "1", "--dplane-allow", "no-such-user-xbf"],
         ["--dplane", "1", "--dplane-allow", "root,,nobody"],
         ["198.19.0.1", "198.19.0.2", "--dplane-allow", "root"],
+        ["--dplane", "1", "--succeed", "0"],
+        ["--dplane", "1", "--succeed", "123", "--pin", "/run/xdp-bfd-pin"],
         ["--no-such-option"],
     ],
 )

@@ -154,15 +154,7 @@ class Engine:
         self.table.insert(entry)
         for observer in self.observers:
             observer.added(entry)
-        log.info(
-            "session: %s -> %s%s%s added (discriminator %d, source port %d)",
-            config.local or "*",
-            config.peer,
-            f" on {config.interface}" if config.interface else "",
-            " multihop" if config.multihop else "",
-            d,
-            tx.sport,
-        )
+        log.info("session: %s added (discriminator %d, source port %d)", config.describe(), d, tx.sport)
         self.service(entry, now)
         return entry
 
@@ -190,7 +182,7 @@ class Engine:
             for pkt in s.datagrams_to_send(now_us()):
                 entry.tx.send(pkt)
         entry.tx.close()
-        log.info("session: %s -> %s removed", s.config.local or "*", s.config.peer)
+        log.info("session: %s removed", s.config.describe())
 
     def update_session(self, discr: int, config: SessionConfig) -> None:
         entry = self.table.sessions[discr]
@@ -213,7 +205,7 @@ class Engine:
             elif found.origin == origin:
                 self.update_session(found.session.local_discr, cfg)
             else:
-                log.warning("session: %s -> %s already comes from %s; ignored", cfg.local, cfg.peer, origin)
+                log.warning("session: %s already comes from %s; ignored", cfg.describe(), found.origin)
 
     def service(self, entry: Entry, now: int) -> None:
         s = entry.session
@@ -253,10 +245,8 @@ class Engine:
     def _state_changed(self, entry: Entry, ev: StateChanged) -> None:
         c = entry.session.config
         log.info(
-            "session: %s -> %s%s %s -> %s (diag %s)",
-            c.local or "*",
-            c.peer,
-            f" on {c.interface}" if c.interface else "",
+            "session: %s %s -> %s (diag %s)",
+            c.describe(),
             STATE_NAMES[ev.old],
             STATE_NAMES[ev.new],
             DIAG_NAMES.get(ev.diag, str(int(ev.diag))),

@@ -31,6 +31,7 @@ from ..session import SessionConfig
 from . import directory, fdpass, handover
 from . import state as handover_state
 from .errors import HandoverError
+from .succession import Predecessor
 
 log = logging.getLogger("xdp_bfd")
 
@@ -82,7 +83,10 @@ class Started:
         handover_state.restore(self.host, self.offload, self.state, configs, clock=self.clock)
 
 
-def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> Started:
+def start_fast_path(
+    host: Host, notifier: Notifier, args: FastPathOptions, succeed: Predecessor | None = None
+) -> Started:
+    """``succeed``: an unpinned engine to stop once the programs are compiled and loaded."""
     log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
     pin = plan = None
     if args.pin is not None:
@@ -102,6 +106,15 @@ def start_fast_path(host: Host, notifier: Notifier, args: FastPathOptions) -> St
     try:
         fp = FastPath(args.deadman_us, pin=pin)
         host.add_closer(fp.close)
+        if succeed is not None:
+            # Compiled and loaded while the old engine served; now it goes, and
+            # systemd must see its main process change before that.
+            notifier.main_pid()
+            t0 = time.monotonic_ns()
+            gone_ms = succeed.retire()
+            log.info("succeed: engine %d stopped in %.0f ms, after this one compiled", succeed.pid, gone_ms)
+            predecessor = succeed.pid
+            marks = [("request", t0), ("old engine gone", time.monotonic_ns())]
         if plan is not None and plan.kind in ("takeover", "replace"):
             # systemd must see its main process change before the old one exits.
             notifier.main_pid()

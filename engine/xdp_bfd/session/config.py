@@ -94,3 +94,10 @@ class SessionConfig:
     def key(self) -> SessionKey:
         """The demultiplexing key for packets whose Your Discriminator is zero (§6.3)."""
         return (self.local, self.peer, self.interface, self.multihop)
+
+    def describe(self) -> str:
+        """The session as log lines name it: the hop mode always, since a single-hop and a
+        multihop session on one address pair are two sessions."""
+        where = f" on {self.interface}" if self.interface else ""
+        hop = "multihop" if self.multihop else "single-hop"
+        return f"{self.local or '*'} -> {self.peer}{where} {hop}"
