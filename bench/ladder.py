@@ -15,6 +15,13 @@ Backends (the DUT side, one at a time, alternated within each level):
 ``engine-ktx``   ``xdp-bfd --sessions F --kernel-tx veth-d`` (the XDP fast path)
 ``bfddp``        FRR bfdd ``--dplaneaddr ipv4:127.0.0.1:PORT`` driving
                  ``xdp-bfd --dplane-connect ipv4:127.0.0.1:PORT --kernel-tx veth-d``
+``engine-pair``  engine <-> engine, a fleet's router-to-router link: ``xdp-bfd --sessions F
+                 --kernel-tx veth-d`` against ``xdp-bfd --sessions F --kernel-tx veth-p``, both
+                 as the unit runs them, IPv4 + IPv6, single-hop + multihop (four sessions), on a
+                 bed of its own (see :class:`PairBed`: a capture on either XDP interface misses
+                 what its program consumes and what it sends with XDP_TX, so the truth is taken
+                 on a bridge between them); p's bfdd never holds these sessions. Ladder only
+                 (the detection part kills p's bfdd, which this backend does not meet).
 
 Every loop and wait here is bounded, every process is registered for cleanup
 the moment it exists, and stress-ng runs in its own process group with its own
@@ -48,7 +55,11 @@ DETECT_MULT = 3
 DPLANE_PORT = 50710
 ENGINE_RESERVATION = "1000/10000"
 PEER_RESERVATION = ("2000000", "10000000")  # runtime, period (ns): the peer stays out of the fight
-BACKENDS = ("bfdd", "engine-sw", "engine-ktx", "bfddp")
+PAIR = "engine-pair"
+BACKENDS = ("bfdd", "engine-sw", "engine-ktx", "bfddp", PAIR)
+# What a run selects when it names none (suite.py --backends), and what detection can measure.
+DEFAULT_BACKENDS = ("bfdd", "engine-sw", "engine-ktx", "bfddp")
+DETECTION_BACKENDS = DEFAULT_BACKENDS
 
 # name -> (what it is, stress-ng arguments). Two workers each: one per vCPU of the reference machine.
 LEVELS: dict[str, tuple[str, list[str]]] = {
@@ -162,7 +173,14 @@ class Rig:
     stresses: list[Stress] = field(default_factory=list)
     frrs: list[Frr] = field(default_factory=list)
     engines: list[EngineProcess] = field(default_factory=list)
+    pair: PairBed | None = None
     _caps: int = 0
+
+    def pair_bed(self) -> PairBed:
+        """The engine <-> engine bed, built on first use in this rig's topology (closed with it)."""
+        if self.pair is None:
+            self.pair = make_pair_bed(self.topo)
+        return self.pair
 
     @property
     def dut_ip(self) -> str:
@@ -184,9 +202,12 @@ class Rig:
         v = self.peer_view()
         return v.get("status") == "up" and v.get("remote-transmit-interval") == self.interval_ms
 
-    def capture(self, tag: str) -> Capture:
+    def pcap(self, tag: str) -> Path:
         self._caps += 1
-        return Capture(self.p, "veth-p", self.work / f"{self._caps:03d}-{tag}.pcap").start()
+        return self.work / f"{self._caps:03d}-{tag}.pcap"
+
+    def capture(self, tag: str) -> Capture:
+        return Capture(self.p, "veth-p", self.pcap(tag)).start()
 
     def close(self) -> None:
         for s in list(self.stresses):
@@ -369,12 +390,166 @@ class BfddpDut(Dut):
         return out
 
 
+# -- engine <-> engine ---------------------------------------------------------------
+
+# Per direction, the packets a stats dump's latency may put on one side of the window only (the
+# counters are read in a dump before and one after, the capture counted between their times).
+STATS_SLACK = 10
+PAIR_COUNTS = ("flaps", "kernel_tx_packets", "user_tx_packets", "tick_sent", "rx_packets")
+
+
+@dataclass(frozen=True)
+class PairSession:
+    """One session of the pair, as both ends configure it."""
+
+    name: str  # v4-single-hop, v6-multihop, ...
+    family: int
+    multihop: bool
+    d_ip: str
+    p_ip: str
+
+    @property
+    def port(self) -> int:
+        return 4784 if self.multihop else 3784
+
+
+def pair_sessions(d4: str, p4: str, d6: str, p6: str) -> list[PairSession]:
+    """IPv4 and IPv6, single-hop and multihop, on one address pair each: the first one is the
+    ladder's own session (what the other backends hold), the one its headline figures are of."""
+    out = []
+    for family, d_ip, p_ip in ((4, d4, p4), (6, d6, p6)):
+        for mh in (False, True):
+            name = f"v{family}-{'multihop' if mh else 'single-hop'}"
+            out.append(PairSession(name, family, mh, d_ip, p_ip))
+    return out
+
+
+def pair_sessions_yaml(sessions: list[PairSession], side: str, ifname: str, interval_ms: int) -> str:
+    """The sessions file of one end (``side`` "d" or "p")."""
+    lines = []
+    for s in sessions:
+        ours, theirs = (s.d_ip, s.p_ip) if side == "d" else (s.p_ip, s.d_ip)
+        hop = "multihop: true" if s.multihop else f"interface: {ifname}"
+        lines.append(
+            f"- {{local: '{ours}', peer: '{theirs}', {hop}, min_tx_ms: {interval_ms}, "
+            f"min_rx_ms: {interval_ms}, detect_mult: {DETECT_MULT}}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class PairBed:
+    """Two engines' namespaces on one plain bridge in a third (``Topology.bridged``): ``d`` holds
+    veth-d, ``p`` veth-p, ``m`` the bridge with the ports m-a (towards d) and m-b.
+
+    The ladder's own veth pair cannot carry this backend truthfully: with the engine's XDP on
+    veth-p (generic mode on veth), tcpdump there sees neither what the program consumes (d's
+    packets) nor what it answers with XDP_TX, so the capture is on m-a, where both directions
+    cross a port without XDP. Captures on veth-d and veth-p run beside it and their counts are
+    recorded (``capture_views``): what an XDP interface's own capture sees.
+    """
+
+    d: Namespace
+    m: Namespace
+    p: Namespace
+    sessions: list[PairSession]
+
+
+def make_pair_bed(topo: Topology) -> PairBed:
+    d, p = topo.namespace("ed"), topo.namespace("ep")
+    a, m = topo.bridged(d, "veth-d", p, "veth-p")
+    # p joins d's subnet (the address of its own pair stays, unused): .1 and .2, as the ladder's pair.
+    p4, p6 = a.v4.network[2], a.v6.network[2]
+    p.run(["ip", "addr", "add", f"{p4}/{a.v4.network.prefixlen}", "dev", "veth-p"])
+    p.run(["ip", "-6", "addr", "add", f"{p6}/{a.v6.network.prefixlen}", "dev", "veth-p", "nodad"])
+    return PairBed(d, m, p, pair_sessions(str(a.ip4), str(p4), str(a.v6.ip), str(p6)))
+
+
+def find_session(stats: dict[str, Any], peer: str, multihop: bool) -> dict[str, Any] | None:
+    return next(
+        (s for s in stats.get("sessions", []) if s["peer"] == peer and bool(s.get("multihop")) == multihop),
+        None,
+    )
+
+
+class PairDut(Dut):
+    """``engine-pair``: the DUT engine in the bed's d, and its peer, also an engine, in p."""
+
+    name = PAIR
+
+    def __init__(self, rig: Rig) -> None:
+        super().__init__(rig)
+        self.bed = rig.pair_bed()
+        self.peer_engine: EngineProcess | None = None
+        self.files = {}
+        for side, ifname in (("d", "veth-d"), ("p", "veth-p")):
+            f = rig.work / f"pair-sessions-{side}.yml"
+            f.write_text(pair_sessions_yaml(self.bed.sessions, side, ifname, rig.interval_ms))
+            self.files[side] = f
+
+    def _one(self, ns: Namespace, side: str, ifname: str, reserve: bool) -> EngineProcess:
+        args = ["--sessions", str(self.files[side]), "--kernel-tx", ifname]
+        if reserve:
+            args += ["--sched-deadline", ENGINE_RESERVATION]
+        prefix = UNIT_PREFIX if engine_sched == "unit" else None
+        e = EngineProcess(ns, args, self.rig.work, prefix)
+        self.rig.engines.append(e)
+        return e.start()
+
+    def start(self, reserve: bool) -> None:
+        self.engine = self._one(self.bed.d, "d", "veth-d", reserve)
+        self.peer_engine = self._one(self.bed.p, "p", "veth-p", reserve)
+        for e in (self.engine, self.peer_engine):
+            e.wait_log("bfd: serving", timeout=90)  # two bcc compiles at once
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        assert self.engine is not None and self.peer_engine is not None
+        return {"d": self.engine.stats(timeout=30), "p": self.peer_engine.stats(timeout=30)}
+
+    def ready(self) -> bool:
+        """Every session Up at both ends, at the fast timers, kernel-sent and kernel-clocked."""
+        st = self.stats()
+        for s in self.bed.sessions:
+            for side, peer in (("d", s.p_ip), ("p", s.d_ip)):
+                x = find_session(st[side], peer, s.multihop)
+                if not x or x["state"] != "up" or x.get("tx_interval_us") != self.rig.interval_ms * 1000:
+                    return False
+                if not (x.get("kernel_tx_active") and x.get("kernel_clock")):
+                    return False
+        return True
+
+    def flaps(self) -> int | None:
+        st = self.stats()["d"]
+        return sum(int(s["flaps"]) for s in st.get("sessions", []))
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        for key, e in (("engine", self.engine), ("peer_engine", self.peer_engine)):
+            if e is None:
+                continue
+            st = e.stats(timeout=30)
+            if key == "peer_engine":
+                out["peer_engine_sched"] = st.get("sched")
+                out["peer_engine_kernel_tx"] = st.get("kernel_tx")
+                out["peer_engine_xdp_mode"] = (st.get("xdp") or {}).get("mode")
+            # The tick program's own counters (expired, no_path, error...: docs/fastpath.md).
+            out[f"{key}_kernel_clock"] = st.get("kernel_clock")
+        return out
+
+    def stop(self) -> None:
+        super().stop()
+        if self.peer_engine is not None:
+            self.peer_engine.cleanup()
+            self.peer_engine = None
+
+
 def make_dut(rig: Rig, name: str) -> Dut:
     return {
         "bfdd": lambda: StockBfdd(rig),
         "engine-sw": lambda: EngineDut(rig, kernel_tx=False),
         "engine-ktx": lambda: EngineDut(rig, kernel_tx=True),
         "bfddp": lambda: BfddpDut(rig),
+        PAIR: lambda: PairDut(rig),
     }[name]()
 
 
@@ -422,19 +597,34 @@ def missing_slots(gaps: list[float], interval_ms: float) -> int:
     return sum(max(1, round(g / interval_ms) - 1) for g in gaps if g > 1.5 * interval_ms)
 
 
+def bracketed(sent: list[WirePacket], t0: float, t1: float) -> list[WirePacket]:
+    """One direction's packets in the window, bracketed by the last packet before it and the first
+    after it, so a sender that was silent across an edge of the window still shows the whole gap."""
+    before = [p for p in sent if p.ts < t0][-1:]
+    after = [p for p in sent if p.ts > t1][:1]
+    return before + [p for p in sent if t0 <= p.ts <= t1] + after
+
+
+def _gap_ms(gaps: list[float]) -> dict[str, Any]:
+    g = gap_stats(gaps)
+    return {
+        "n": g.n,
+        "p50": round(g.p50, 3),
+        "p99": round(g.p99, 3),
+        "p999": round(g.p999, 3),
+        "max": round(g.max, 3),
+    }
+
+
 def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict[str, Any]:
     ours_all = flow(pkts, src=rig.dut_ip, dst=rig.peer_ip)
     theirs_all = flow(pkts, src=rig.peer_ip, dst=rig.dut_ip)
-    # The window is bracketed by the last packet before it and the first after it, so a DUT that
-    # was silent across an edge of the window still shows the whole gap.
-    before = [p for p in ours_all if p.ts < t0][-1:]
-    after = [p for p in ours_all if p.ts > t1][:1]
-    ours = before + [p for p in ours_all if t0 <= p.ts <= t1] + after
+    ours = bracketed(ours_all, t0, t1)
     theirs = [p for p in theirs_all if t0 <= p.ts <= t1]
     gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(ours)]
     # The peer's own cadence, a second witness (FRR under its reservation is not the code under
     # test): gaps after an Up packet only, since a peer that declared Down sends at 1 s by design.
-    theirs_b = [p for p in theirs_all if p.ts < t0][-1:] + theirs + [p for p in theirs_all if p.ts > t1][:1]
+    theirs_b = bracketed(theirs_all, t0, t1)
     peer_gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(theirs_b) if x.state == "up"]
     out: dict[str, Any] = {
         "window_s": round(t1 - t0, 3),
@@ -447,14 +637,7 @@ def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict
         "gaps_over_1_5x": sum(1 for g in gaps if g > 1.5 * rig.interval_ms),
     }
     if len(gaps) >= 1:
-        g = gap_stats(gaps)
-        out["gap_ms"] = {
-            "n": g.n,
-            "p50": round(g.p50, 3),
-            "p99": round(g.p99, 3),
-            "p999": round(g.p999, 3),
-            "max": round(g.max, 3),
-        }
+        out["gap_ms"] = _gap_ms(gaps)
         out["gap_survival"] = survival(gaps)
     if peer_gaps:
         pg = gap_stats(peer_gaps)
@@ -463,10 +646,129 @@ def wire_figures(pkts: list[WirePacket], rig: Rig, t0: float, t1: float) -> dict
     return out
 
 
+def direction_figures(sent: list[WirePacket], t0: float, t1: float, interval_ms: int) -> dict[str, Any]:
+    """One direction of one pair session in the window: packets, Downs, gaps, slots never sent."""
+    b = bracketed(sent, t0, t1)
+    gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(b)]
+    out: dict[str, Any] = {
+        "packets": sum(1 for p in b if t0 <= p.ts <= t1),
+        "nominal": round((t1 - t0) * 1000 / interval_ms),
+        "downs_wire": down_transitions(b),
+        "not_up": sum(1 for p in b if t0 <= p.ts <= t1 and p.state != "up"),
+        "missing_slots": missing_slots(gaps, interval_ms),
+        "gaps_over_1_5x": sum(1 for g in gaps if g > 1.5 * interval_ms),
+    }
+    if gaps:
+        out["gap_ms"] = _gap_ms(gaps)
+    return out
+
+
+def end_counts(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, sent: list[WirePacket], g0: float, g1: float
+) -> dict[str, Any]:
+    """One end of one session: its counters' movement between two stats dumps against the packets
+    of its direction a capture saw between the dumps' times (every one of them should be
+    kernel-sent: ``user_tx_packets`` 0, ``kernel_tx_packets`` within STATS_SLACK of the capture)."""
+    if before is None or after is None:
+        return {"error": "the session is missing from a stats dump"}
+    delta = {k: int(after.get(k) or 0) - int(before.get(k) or 0) for k in PAIR_COUNTS}
+    captured = sum(1 for p in sent if g0 < p.ts <= g1)
+    diff = delta["kernel_tx_packets"] - captured
+    return delta | {
+        "captured": captured,
+        "kernel_minus_captured": diff,
+        "stats_window_s": round(g1 - g0, 3),
+        "agree": delta["user_tx_packets"] == 0 and abs(diff) <= STATS_SLACK and delta["tick_sent"] > 0,
+    }
+
+
+def pair_figures(
+    pkts: list[WirePacket],
+    sessions: list[PairSession],
+    s0: dict[str, dict[str, Any]],
+    s1: dict[str, dict[str, Any]],
+    *,
+    interval_ms: int,
+    t0: float,
+    t1: float,
+) -> dict[str, Any]:
+    """An engine-pair window from the bridge's capture and both ends' dumps before (``s0``) and
+    after (``s1``) it, by end ("d", "p"). The headline keys (those of every backend's cell) are
+    of the first session; flaps and wire Downs are summed over every session."""
+    per: dict[str, Any] = {}
+    for s in sessions:
+        flows = {
+            "d": [p for p in flow(pkts, src=s.d_ip, dst=s.p_ip) if p.dport == s.port],
+            "p": [p for p in flow(pkts, src=s.p_ip, dst=s.d_ip) if p.dport == s.port],
+        }
+        ends = {}
+        for side, peer in (("d", s.p_ip), ("p", s.d_ip)):
+            a, b = find_session(s0[side], peer, s.multihop), find_session(s1[side], peer, s.multihop)
+            ends[side] = end_counts(a, b, flows[side], s0[side]["generated_at"], s1[side]["generated_at"])
+        per[s.name] = {
+            "d_to_p": direction_figures(flows["d"], t0, t1, interval_ms),
+            "p_to_d": direction_figures(flows["p"], t0, t1, interval_ms),
+            "ends": ends,
+        }
+    head_s = sessions[0]
+    head = per[head_s.name]
+    ours = bracketed(
+        [p for p in flow(pkts, src=head_s.d_ip, dst=head_s.p_ip) if p.dport == head_s.port], t0, t1
+    )
+    gaps = [(y.ts - x.ts) * 1e3 for x, y in itertools.pairwise(ours)]
+
+    def total(side: str, key: str) -> int | None:
+        vals = [x["ends"][side].get(key) for x in per.values()]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    worst = [x[d]["gap_ms"]["max"] for x in per.values() for d in ("d_to_p", "p_to_d") if x[d].get("gap_ms")]
+    out: dict[str, Any] = {
+        "window_s": round(t1 - t0, 3),
+        "dut_packets": head["d_to_p"]["packets"],
+        "peer_packets": head["p_to_d"]["packets"],
+        "nominal_dut_packets": head["d_to_p"]["nominal"],
+        "dut_flaps": total("d", "flaps"),
+        "peer_flaps": total("p", "flaps"),
+        "dut_downs_wire": sum(x["d_to_p"]["downs_wire"] for x in per.values()),
+        "peer_downs_wire": sum(x["p_to_d"]["downs_wire"] for x in per.values()),
+        "missing_slots": head["d_to_p"]["missing_slots"],
+        "gaps_over_1_5x": head["d_to_p"]["gaps_over_1_5x"],
+        "worst_gap_ms": max(worst) if worst else None,
+        "missing_slots_all": sum(x[d]["missing_slots"] for x in per.values() for d in ("d_to_p", "p_to_d")),
+        "kernel_sent": {
+            side: {
+                k: total(side, k) for k in ("kernel_tx_packets", "user_tx_packets", "tick_sent", "captured")
+            }
+            for side in ("d", "p")
+        },
+        "counters_agree": all(e.get("agree") for x in per.values() for e in x["ends"].values()),
+        "pair_sessions": per,
+    }
+    if gaps:
+        out["gap_ms"] = head["d_to_p"]["gap_ms"]
+        out["gap_survival"] = survival(gaps)
+    if pg := head["p_to_d"].get("gap_ms"):
+        # The peer is an engine under test too, not a witness of the weather: no peer_stall_ms.
+        out["peer_tx_gap_ms"] = {"n": pg["n"], "p50": pg["p50"], "max": pg["max"]}
+    return out
+
+
+def capture_view(pkts: list[WirePacket], sessions: list[PairSession], t0: float, t1: float) -> dict[str, int]:
+    """What one capture saw of the pair in the window, per direction (every session)."""
+    d_ips = {s.d_ip for s in sessions}
+    win = [p for p in pkts if t0 <= p.ts <= t1 and p.kind == "control"]
+    return {
+        "d_to_p": sum(1 for p in win if p.src in d_ips),
+        "p_to_d": sum(1 for p in win if p.src not in d_ips),
+    }
+
+
 # -- one cell of the ladder ---------------------------------------------------------
 
 
 def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, Any]:
+    if backend == PAIR:
+        return run_pair_cell(rig, level, seconds)
     reserve = reserved(level)
     out: dict[str, Any] = {"backend": backend, "level": level, "seconds": seconds, "reserved": reserve}
     dut = make_dut(rig, backend)
@@ -494,6 +796,54 @@ def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, An
         if cap is not None:
             cap.stop()
         take_down(rig, dut)
+    return out
+
+
+def run_pair_cell(rig: Rig, level: str, seconds: float) -> dict[str, Any]:
+    """One engine <-> engine window: both engines started as the unit runs them, every session Up
+    and kernel-clocked, stats from both before and after the stress, the bridge captured."""
+    reserve = reserved(level)
+    out: dict[str, Any] = {"backend": PAIR, "level": level, "seconds": seconds, "reserved": reserve}
+    caps: dict[str, Capture] = {}
+    dut: PairDut | None = None
+    try:
+        dut = PairDut(rig)
+        bed = dut.bed
+        out["sessions"] = [s.name for s in bed.sessions]
+        t_up = time.monotonic()
+        dut.start(reserve)
+        wait_until(dut.ready, timeout=60, interval=0.3, what="both engines Up at 3x10 ms, kernel-clocked")
+        out["bring_up_s"] = round(time.monotonic() - t_up, 2)
+        out["dut"] = dut.info()
+        for name, ns, ifname in (
+            ("bridge m-a", bed.m, "m-a"),
+            ("veth-d", bed.d, "veth-d"),
+            ("veth-p", bed.p, "veth-p"),
+        ):
+            caps[name] = Capture(ns, ifname, rig.pcap(f"{level}-{PAIR}-{ifname}")).start()
+        time.sleep(0.1)
+        s0 = dut.stats()
+        t0 = time.time()
+        out["stress"] = stress_window(level, seconds, rig.stresses)
+        t1 = time.time()
+        s1 = dut.stats()
+        time.sleep(0.1)  # the packet after the window, and after the last dump
+        pkts = {name: c.stop() for name, c in caps.items()}
+        caps = {}
+        out |= pair_figures(
+            pkts["bridge m-a"], bed.sessions, s0, s1, interval_ms=rig.interval_ms, t0=t0, t1=t1
+        )
+        out["capture_views"] = {name: capture_view(p, bed.sessions, t0, t1) for name, p in pkts.items()}
+        out["witness"] = benchlib.witness_window(rig.witness, t0, t1)
+        out["dut_after"] = dut.info()
+    except Exception as e:  # one broken cell must not cost the rest of the run
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        for c in caps.values():
+            with contextlib.suppress(Exception):
+                c.stop()
+        if dut is not None:
+            dut.stop()
     return out
 
 

@@ -38,8 +38,17 @@ BACKEND_LABEL = {
     "engine-sw": "engine (software)",
     "engine-ktx": "engine --kernel-tx",
     "bfddp": "bfdd -> engine (bfddp)",
+    "engine-pair": "engine \N{LEFT RIGHT ARROW} engine",
 }
-COLORS = {"bfdd": "#d62728", "engine-sw": "#ff7f0e", "engine-ktx": "#2ca02c", "bfddp": "#1f77b4"}
+COLORS = {
+    "bfdd": "#d62728",
+    "engine-sw": "#ff7f0e",
+    "engine-ktx": "#2ca02c",
+    "bfddp": "#1f77b4",
+    "engine-pair": "#9467bd",
+}
+PAIR = "engine-pair"
+STATS_SLACK = 10  # bench/ladder.py's: packets a stats dump's latency may put outside the window
 PART_NAMES = ("ladder", "detection", "cost", "scale", "takeover")
 
 # The issue's targets, judged on the engine with --kernel-tx.
@@ -674,6 +683,89 @@ def ladder_md(doc: dict[str, Any]) -> list[str]:
     return [*_part_stopped(doc, "ladder"), *_table(LADDER_HEAD, rows)]
 
 
+PAIR_HEAD = [
+    "level",
+    "session",
+    "flaps d / p (own)",
+    "Downs on the wire d→p / p→d",
+    "gap max ms d→p / p→d",
+    "never sent d→p / p→d",
+    "d kernel / user / tick / captured",
+    "p kernel / user / tick / captured",
+    "counters agree",
+]
+
+
+def _counts(e: dict[str, Any]) -> str:
+    if "error" in e:
+        return f"error: {_short(e['error'], 60)}"
+    return " / ".join(_f(e.get(k)) for k in ("kernel_tx_packets", "user_tx_packets", "tick_sent", "captured"))
+
+
+def _agree(d: dict[str, Any], p: dict[str, Any]) -> str:
+    """yes, or why not: packets sent from userspace (then whether kernel + user still accounts
+    for every captured packet), a count off the capture, or a clock that never ticked."""
+    if d.get("agree") and p.get("agree"):
+        return "yes"
+    why = []
+    for side, e in (("d", d), ("p", p)):
+        if "error" in e or e.get("agree"):
+            continue
+        off = (e.get("kernel_minus_captured") or 0) + (e.get("user_tx_packets") or 0)
+        bits = [f"user {e.get('user_tx_packets')}"] if e.get("user_tx_packets") else []
+        bits.append(f"kernel+user-captured {off:+d}")
+        if not e.get("tick_sent"):
+            bits.append("no tick")
+        why.append(f"{side}: {', '.join(bits)}")
+    return "**no**" + (f" ({'; '.join(why)})" if why else "")
+
+
+def pair_md(doc: dict[str, Any]) -> list[str]:
+    """The engine <-> engine cells, a row per session: both ends' flaps, both directions on the
+    wire (the bridge's capture), both ends' kernel- and user-sent counts against the capture."""
+    rows = []
+    views: list[str] = []
+    for c in doc.get("ladder", []):
+        if c.get("backend") != PAIR:
+            continue
+        if "error" in c:
+            rows.append(_error_row([c["level"], "-"], c["error"], len(PAIR_HEAD)))
+            continue
+        for name, x in (c.get("pair_sessions") or {}).items():
+            ends, dp, pd = x.get("ends") or {}, x.get("d_to_p") or {}, x.get("p_to_d") or {}
+            d, p = ends.get("d") or {}, ends.get("p") or {}
+            rows.append(
+                [
+                    c["level"],
+                    name,
+                    f"{_f(d.get('flaps'))} / {_f(p.get('flaps'))}",
+                    f"{_f(dp.get('downs_wire'))} / {_f(pd.get('downs_wire'))}",
+                    f"{_f((dp.get('gap_ms') or {}).get('max'))} / {_f((pd.get('gap_ms') or {}).get('max'))}",
+                    f"{_f(dp.get('missing_slots'))} / {_f(pd.get('missing_slots'))}",
+                    _counts(d),
+                    _counts(p),
+                    _agree(d, p),
+                ]
+            )
+        if cv := c.get("capture_views"):
+            seen = "; ".join(f"{k} {v.get('d_to_p')} / {v.get('p_to_d')}" for k, v in cv.items())
+            views.append(f"{c['level']}: {seen}")
+    if not rows:
+        return []
+    return [
+        "Two engines, both `--kernel-tx` as the unit runs them, on a bridge of their own (d — m — p); "
+        "the wire is the capture on the bridge port m-a. *kernel / user / tick*: each end's "
+        "`kernel_tx_packets`, `user_tx_packets` and `tick_sent` between a stats dump before and one "
+        "after the window; *captured*: that end's packets the bridge saw between the two dumps; "
+        f"they agree when user is 0, the clock ticked and kernel is within {STATS_SLACK} of captured.",
+        "",
+        *_table(PAIR_HEAD, rows),
+        "",
+        "What each capture saw in the window, d→p / p→d, every session (a capture on an XDP interface "
+        "misses what its program consumes and what it sends with XDP_TX): " + " · ".join(views),
+    ]
+
+
 DETECTION_HEAD = [
     "stress",
     "backend",
@@ -903,6 +995,8 @@ def sections_md(doc: dict[str, Any], charts: str = "", level: str = "##") -> lis
             *ladder_md(doc),
             "",
         ]
+        if pair := pair_md(doc):
+            lines += [f"{level}# Engine \N{LEFT RIGHT ARROW} engine", "", *pair, ""]
         if "gap_survival.png" in charts:
             lines += ["![gap survival](gap_survival.png)", "", "![flaps](flaps.png)", ""]
     if "detection" in parts or doc.get("detection"):
@@ -939,7 +1033,13 @@ def _header(doc: dict[str, Any]) -> list[str]:
         "",
         f"Peer: FRR bfdd in its own namespace, scheduling {doc.get('peer_sched', '-')}; every backend "
         f"against it at 3x{doc.get('interval_ms')} ms, one at a time, alternated within each level. "
-        "Captured on the peer's veth with kernel timestamps. Method: docs/benchmarks.md.",
+        "Captured on the peer's veth with kernel timestamps. Method: docs/benchmarks.md."
+        + (
+            f" Except {BACKEND_LABEL[PAIR]}: an engine at both ends, on a bridge of their own, captured on "
+            "the bridge (its section below); its peer flaps are the peer engine's own."
+            if PAIR in _backends(doc)
+            else ""
+        ),
         "",
         witness_sentence(doc),
         "",

@@ -7,7 +7,10 @@
 
 ladder     every backend (bfdd, engine-sw, engine-ktx, bfddp) at every stress level L0-L5 and in a
            soak, alternated within each level (the order rotates from level to level), against the
-           same FRR bfdd peer at 3x10 ms; flaps at both ends, DUT->peer gaps, packets never sent
+           same FRR bfdd peer at 3x10 ms; flaps at both ends, DUT->peer gaps, packets never sent.
+           ``--backends engine-pair`` (or added to the list): engine <-> engine, both --kernel-tx,
+           four sessions (IPv4/IPv6, single-hop/multihop) captured on a bridge between them, both
+           ends' kernel- and user-sent counts against the capture (bench/ladder.py PairBed)
 detection  N times per backend: SIGKILL the peer's bfdd; last peer packet -> our Down, on the wire
 cost       ns per packet of the XDP program from the kernel's bpf run stats (bench/fastpath_cost.py)
 scale      engine with --kernel-tx at 1..4096 sessions and stock bfdd at 1..64 sessions against the
@@ -211,6 +214,18 @@ def part_ladder(run: Run, doc: dict[str, Any], prof: dict[str, Any], backends: l
                     f"missing {cell.get('missing_slots')}  witness stall {w.get('stall_ms')} ms, "
                     f"peer TX stall {cell.get('peer_stall_ms')} ms"
                 )
+                if backend == ladder.PAIR:
+                    ks = cell.get("kernel_sent") or {}
+                    run.say(
+                        "  engine <-> engine: kernel/user/captured "
+                        + ", ".join(
+                            f"{e} {k.get('kernel_tx_packets')}/{k.get('user_tx_packets')}/{k.get('captured')}"
+                            for e, k in ks.items()
+                        )
+                        + f"; counters agree {cell.get('counters_agree')}; worst gap of "
+                        f"{len(cell.get('pair_sessions') or {})} sessions {cell.get('worst_gap_ms')} ms; "
+                        f"captures {cell.get('capture_views')}"
+                    )
     except BaseException:
         rigs.drop()
         raise
@@ -221,9 +236,13 @@ def part_detection(
 ) -> None:
     rows = doc.setdefault("detection", [])
     try:
+        # engine-pair does not meet the peer's bfdd that detection kills: the ladder only.
+        measured = [b for b in backends if b in ladder.DETECTION_BACKENDS]
+        if not measured:
+            return
         rig = rigs.get("detection")
         for level, kills in prof["detection"]:
-            for backend in backends:
+            for backend in measured:
                 budget = 15 + kills * 5
                 with watchdog(budget + 150, f"detection {level} {backend}"):
                     r = ladder.run_detection(rig, backend, kills, level, budget_s=budget)
@@ -448,7 +467,12 @@ def main() -> int:
     )
     ap.add_argument("--out", type=Path, help="run directory (default bench/out/<UTC stamp>)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
-    ap.add_argument("--backends", default=",".join(ladder.BACKENDS), help="ladder/detection backends")
+    ap.add_argument(
+        "--backends",
+        default=",".join(ladder.DEFAULT_BACKENDS),
+        help=f"ladder/detection backends, of {','.join(ladder.BACKENDS)} "
+        f"(default {','.join(ladder.DEFAULT_BACKENDS)}; {ladder.PAIR}: the ladder only)",
+    )
     ap.add_argument(
         "--engine-sched",
         default="unit",
