@@ -69,7 +69,7 @@ from harness.frames import echo_payload, ip_checksum, ip_nops, mutate_control, w
 from harness.frr import Frr, bfd_peer_block
 from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
-from harness.wait import wait_until
+from harness.wait import WaitTimeout, wait_until
 from harness.xdp_oracle import KernelTable, kernel_verdict
 
 INTERVAL_MS = 10
@@ -488,27 +488,37 @@ def test_steady_copy_is_answered_by_the_kernel(live, name):
     before = live.engine.stats()
     mark = len(live.capm.snapshot())
     sent = 0
+    answered = False
     for _ in range(100):  # about 1 in 8 copies lands late enough to be answered
-        early = live.engine.stats()["counters"]["tx_early"]
+        c = live.engine.stats()["counters"]
+        early, xdp_tx, seen = c["tx_early"], c["xdp_tx"], len(live.capm.snapshot())
         sent += send_frames(live.p, "veth-p", [f])
 
-        def outcome(early: int = early) -> str | None:
-            if live.capm.snapshot()[mark:]:
+        def outcome(early: int = early, xdp_tx: int = xdp_tx, seen: int = seen) -> str | None:
+            # A frame to the marker alone is not XDP's answer: the copy also taught the transmit
+            # clock (tick.c) the marker's address (rx_eth), so the clock's next send goes there too.
+            c = live.engine.stats()["counters"]
+            if c["xdp_tx"] > xdp_tx and len(live.capm.snapshot()) > seen:
                 return "answered"
-            return "early" if live.engine.stats()["counters"]["tx_early"] > early else None
+            return "early" if c["tx_early"] > early else None
 
-        if wait_until(outcome, timeout=3, what="the injected copy answered or skipped") == "answered":
+        with contextlib.suppress(WaitTimeout):  # the clock's send, and nothing of ours: another copy
+            got = wait_until(outcome, timeout=3, what="the injected copy answered or skipped")
+            answered = got == "answered"
+        if answered:
             break
+    assert answered, f"none of {sent} copies was answered by XDP_TX"
     replies = marker_replies(live, mark, lambda p: True)
     after = live.engine.stats()
     print(f"\n{name}: answered after {sent} cop(ies)")
-    assert 1 <= len(replies) <= sent
+    # Not bounded by the copies sent: the clock's sends to the marker are among them.
+    assert len(replies) >= 1
     for r in replies:
         assert (r.src, r.dst, r.sport, r.dport) == (s.local, s.peer, live.our_sport[name], s.dport), r
         assert r.ttl == 255 and r.udp_csum_ok is True, r
         assert (r.state, r.poll, r.final) == ("up", False, False), r
         assert (r.my_discr, r.your_discr) == (live.baseline[name]["local_discr"], live.steady[name].my_discr)
-    assert after["counters"]["xdp_tx"] - before["counters"]["xdp_tx"] >= len(replies)
+    assert after["counters"]["xdp_tx"] > before["counters"]["xdp_tx"]
     assert all_drops(after) == all_drops(before)
     assert after["counters"]["xdp_pass"] == before["counters"]["xdp_pass"]
     assert_undisturbed(live, before, after)
