@@ -5,12 +5,13 @@
 
 ``bench/run`` runs ``scripts/setup`` and then this. Parts, in order:
 
-ladder     every backend (bfdd, engine-sw, engine-ktx, bfddp) at every stress level L0-L5 and in a
-           soak, alternated within each level (the order rotates from level to level), against the
-           same FRR bfdd peer at 3x10 ms; flaps at both ends, DUT->peer gaps, packets never sent.
-           ``--backends engine-pair`` (or added to the list): engine <-> engine, both --kernel-tx,
-           four sessions (IPv4/IPv6, single-hop/multihop) captured on a bridge between them, both
-           ends' kernel- and user-sent counts against the capture (bench/ladder.py PairBed)
+ladder     every backend (bfdd, engine-sw, engine-ktx, bfddp, engine-pair) at every stress level
+           L0-L5 and in a soak, alternated within each level (the order rotates from level to
+           level), against the same FRR bfdd peer at 3x10 ms; flaps at both ends, DUT->peer gaps,
+           packets never sent. engine-pair (``--backends`` narrows the list): engine <-> engine,
+           both --kernel-tx, four sessions (IPv4/IPv6, single-hop/multihop) captured on a bridge
+           between them, both ends' kernel- and user-sent counts against the capture
+           (bench/ladder.py PairBed)
 detection  N times per backend: SIGKILL the peer's bfdd; last peer packet -> our Down, on the wire
 cost       ns per packet of the XDP program from the kernel's bpf run stats (bench/fastpath_cost.py)
 scale      engine with --kernel-tx at 1..4096 sessions and stock bfdd at 1..64 sessions against the
@@ -57,10 +58,14 @@ import takeover
 from harness.netns import PREFIX, Topology, attach_xdp_pass
 from harness.witness import PERIOD_MS as WITNESS_PERIOD_MS
 
-# Durations in seconds. "short" fits in 10 minutes on the 2-vCPU reference VM; "long" is the
-# publication run; "smoke" checks that every part works (about 4 minutes; scripts/test runs it).
+# Durations in seconds. "short" fits in about 12 minutes on the 2-vCPU reference VM; "long" is
+# the publication run, sized so that --repeat 3 fits in 90 minutes (a session's clock has to hold
+# the run and a clean-clone CI run after it); "smoke" checks that every part works (about
+# 5 minutes; scripts/test runs it). Every profile's ladder includes engine <-> engine.
+ALL_BACKENDS = [*ladder.DEFAULT_BACKENDS, ladder.PAIR]
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {
+        "backends": ALL_BACKENDS,
         "levels": ["L0", "L4"],
         "level_s": 3,
         "soak_s": 5,
@@ -70,6 +75,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "takeover": {"sessions": 8, "takeovers": 2, "settle": 1},
     },
     "short": {
+        "backends": ALL_BACKENDS,
         "levels": ["L0", "L1", "L2", "L3", "L4", "L5"],
         "level_s": 7,
         "soak_s": 15,
@@ -85,15 +91,16 @@ PROFILES: dict[str, dict[str, Any]] = {
         "takeover": {"sessions": 64, "takeovers": 5, "settle": 2},
     },
     "long": {
+        "backends": ALL_BACKENDS,
         "levels": ["L0", "L1", "L2", "L3", "L4", "L5"],
-        "level_s": 20,
-        "soak_s": 300,
-        "detection": [["L0", 30], ["L4", 15], ["L5", 15]],
+        "level_s": 15,
+        "soak_s": 90,
+        "detection": [["L0", 10], ["L4", 5]],
         "cost": {"modes": ["generic", "native"], "seconds": 5, "rounds": 3, "burst": 20000},
         "scale": {
             "ladder": "1@10,8@10,32@10,64@10,1024@10,4096@20",
             "bfdd": [1, 8, 32, 64],
-            "seconds": 15,
+            "seconds": 10,
             "settle": 2,
             "silence": True,
         },
@@ -469,9 +476,8 @@ def main() -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument(
         "--backends",
-        default=",".join(ladder.DEFAULT_BACKENDS),
         help=f"ladder/detection backends, of {','.join(ladder.BACKENDS)} "
-        f"(default {','.join(ladder.DEFAULT_BACKENDS)}; {ladder.PAIR}: the ladder only)",
+        f"(default: the profile's, {','.join(ALL_BACKENDS)}; {ladder.PAIR}: the ladder only)",
     )
     ap.add_argument(
         "--engine-sched",
@@ -485,8 +491,8 @@ def main() -> int:
     ap.add_argument("--levels", help="override the profile's levels, e.g. L0,L4")
     args = ap.parse_args()
     parts = [x for x in args.parts.split(",") if x]
-    backends = [x for x in args.backends.split(",") if x]
     prof = json.loads(json.dumps(PROFILES[args.profile]))
+    backends = [x for x in args.backends.split(",") if x] if args.backends else prof["backends"]
     if args.level_seconds is not None:
         prof["level_s"] = args.level_seconds
     if args.soak_seconds is not None:

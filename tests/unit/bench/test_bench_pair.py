@@ -14,6 +14,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import ladder  # noqa: E402
 import report  # noqa: E402
+import suite  # noqa: E402
 
 from harness.capture import WirePacket  # noqa: E402
 
@@ -149,3 +150,67 @@ def test_a_disagreement_says_whether_userspace_sent_the_missing_packets() -> Non
     lost = {"agree": False, "user_tx_packets": 0, "kernel_minus_captured": 12, "tick_sent": 0}
     assert report._agree(p, lost) == "**no** (p: kernel+user-captured +12, no tick)"
     assert report._agree(p, p) == "yes"
+
+
+def pair_doc(*cells: dict) -> dict:
+    return {
+        "parts": ["ladder"],
+        "backends": [ladder.PAIR],
+        "params": {"levels": ["L0", "L4"], "soak_s": 0},
+        "interval_ms": 10,
+        "detect_mult": 3,
+        "ladder": list(cells),
+    }
+
+
+def pair_cell(
+    level: str, skip: dict | None = None, user: int = 0, flaps: int = 0, stall: float = 0.2
+) -> dict:
+    pkts = wire(skip)
+    cell = {"backend": ladder.PAIR, "level": level, "seconds": 3} | figures(pkts, *dumps(pkts, user, flaps))
+    return cell | {"witness": {"stall_ms": stall}}
+
+
+def pair_verdicts(doc: dict) -> dict[str, report.Target]:
+    return {t.key: t for t in report.targets(doc)}
+
+
+def test_clean_pair_windows_meet_both_pair_targets() -> None:
+    got = pair_verdicts(pair_doc(pair_cell("L0"), pair_cell("L4")))
+    assert got["pair_flaps"].verdict == report.MET and got["pair_flaps"].measured == "L4 0"
+    kernel = got["pair_kernel_sent"]
+    assert kernel.verdict == report.MET, kernel
+    assert kernel.measured.startswith("2/2 windows agree; kernel-sent ") and kernel.measured.endswith(
+        "user-sent 0"
+    )
+    assert "ktx_flaps" not in got  # no engine-ktx backend in this run
+
+
+def test_a_pair_flap_in_a_clean_window_fails_both_and_under_a_stall_is_not_judged() -> None:
+    # Userspace re-establishes what went Down: its packets break the agreement too.
+    flapped = pair_cell("L4", user=6, flaps=1)
+    got = pair_verdicts(pair_doc(pair_cell("L0"), flapped))
+    assert got["pair_flaps"].verdict == report.NOT_MET
+    assert (
+        got["pair_kernel_sent"].verdict == report.NOT_MET and got["pair_kernel_sent"].why == "disagree at L4"
+    )
+    got = pair_verdicts(pair_doc(pair_cell("L0"), pair_cell("L4", user=6, flaps=1, stall=25.0)))
+    assert got["pair_flaps"].verdict == report.NOT_JUDGED
+    assert got["pair_kernel_sent"].verdict == report.NOT_JUDGED
+    assert "flap under a machine stall" in got["pair_kernel_sent"].why
+
+
+def test_user_sent_packets_without_a_flap_are_not_met_and_an_errored_window_is_not_measured() -> None:
+    got = pair_verdicts(pair_doc(pair_cell("L0", user=3), pair_cell("L4")))
+    assert got["pair_kernel_sent"].verdict == report.NOT_MET
+    assert got["pair_kernel_sent"].figures == [("user-sent", 24, "", 0)]  # 3 per session and end
+    bad = {"backend": ladder.PAIR, "level": "L4", "seconds": 3, "error": "WaitTimeout: both engines Up"}
+    got = pair_verdicts(pair_doc(pair_cell("L0"), bad))
+    assert got["pair_kernel_sent"].verdict == report.NOT_MEASURED
+    assert got["pair_flaps"].verdict == report.NOT_MEASURED
+
+
+def test_every_profile_runs_the_pair_in_its_ladder() -> None:
+    for name, prof in suite.PROFILES.items():
+        assert ladder.PAIR in prof["backends"], name
+        assert set(ladder.DEFAULT_BACKENDS) <= set(prof["backends"]), name
