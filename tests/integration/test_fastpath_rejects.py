@@ -481,6 +481,10 @@ def test_steady_copy_is_answered_by_the_kernel(live, name):
     The fast path never answers faster than 0.75 x the interval, and FRR's own
     packets are answered too, so one injected copy is either answered or skipped
     as early (``tx_early``): send one at a time until one is answered (bounded).
+    A copy also teaches the transmit clock (tick.c) the marker's address, so the
+    clock's next send reaches the marker capture as well: a copy counts as
+    answered only when ``xdp_tx`` moved with the capture, and one that moved
+    neither counter within 3 s (only the clock sent) is followed by another.
     """
     s = live.sess[name]
     payload = live.steady[name].payload
