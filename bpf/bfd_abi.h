@@ -24,7 +24,7 @@
 #define BFD_PORT_CONTROL 3784   /* RFC 5881 §4 */
 #define BFD_PORT_MULTIHOP 4784  /* RFC 5883 §3 */
 #define BFD_PORT_ECHO 3785      /* RFC 5881 §4 */
-#define BFD_PORT_SBFD 7784      /* RFC 7881 §3: S-BFD control, to the reflector */
+#define BFD_PORT_SBFD 7784      /* RFC 7881: S-BFD control, to the reflector */
 #define BFD_VERSION 1
 #define BFD_CONTROL_LEN 24      /* the mandatory section (RFC 5880 §4.1) */
 #define BFD_CONTROL_LEN_AUTH 26 /* with the A bit: at least Auth Type and Auth Len */
@@ -264,7 +264,7 @@ enum bfd_tick_counter { BFD_TICK_COUNTERS(BFD_X_ENUM) BFD_TC_MAX };
 #undef BFD_X_ENUM
 
 /*
- * The S-BFD reflector (RFC 7880 §7.2, RFC 7881): UDP 7784 frames naming one
+ * The S-BFD reflector (RFC 7880, RFC 7881): UDP 7784 frames naming one
  * of these discriminators in Your Discriminator are answered in XDP and
  * nowhere else. Keyed by the reflector discriminator (host order).
  */

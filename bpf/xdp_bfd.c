@@ -462,7 +462,7 @@ static __always_inline int sbfd_take_token(struct bfd_sbfd_state *st, struct bfd
 }
 
 /*
- * S-BFD reflector (RFC 7880 §7.2, RFC 7881 §3): stateless, so the whole
+ * S-BFD reflector (RFC 7880, RFC 7881): stateless, so the whole
  * answer is the frame we hold. RFC 5880 §6.8.6's checks that apply to a
  * packet without a session run first, each with a counter of its own (the
  * sbfd_* names: an S-BFD reject never hides among a session's); the reply
@@ -477,7 +477,7 @@ static __always_inline int sbfd_reflect(struct xdp_md *ctx, struct parsed *p)
 	struct bfd_ctrl *bfd;
 
 	/* 7784 is the reflector's source port: a frame from it is a reflection, and answering
-	 * it would set two reflectors talking to each other for ever (RFC 7881 §3). */
+	 * it would set two reflectors talking to each other for ever (RFC 7881). */
 	if (udp->source == bpf_htons(BFD_PORT_SBFD))
 		return drop(BFD_C_DROP_SBFD_SPORT);
 	int payload = udp_payload_len(&p->nh, udp);
@@ -496,7 +496,7 @@ static __always_inline int sbfd_reflect(struct xdp_md *ctx, struct parsed *p)
 		return drop(BFD_C_DROP_SBFD_MULTIPOINT);
 	if (!bfd->my_discr)
 		return drop(BFD_C_DROP_SBFD_MY_DISCR);
-	/* The reflector is found by Your Discriminator alone (RFC 7880 §7.2.1): 0 names none. */
+	/* The reflector is found by Your Discriminator alone (RFC 7880): 0 names none. */
 	if (!bfd->your_discr)
 		return drop(BFD_C_DROP_SBFD_YOUR_DISCR_ZERO);
 	__u32 d = bpf_ntohl(bfd->your_discr);

@@ -1,4 +1,4 @@
-"""The S-BFD reflector (RFC 7880 §7.2, RFC 7881) answers in XDP and nowhere else.
+"""The S-BFD reflector (RFC 7880, RFC 7881) answers in XDP and nowhere else.
 
 One engine for the module, in namespace d, ``--kernel-tx veth-d`` (generic XDP
 on veth), no BFD session at all: the reflector discriminators come from the
@@ -60,7 +60,7 @@ UNKNOWN_DISCR = 4242  # no reflector has it
 RATE_PPS, BURST = 50, 5
 DEFAULT_MIN_RX_US = 3300  # the reflector's Required Min RX when the configuration names none
 N = 3  # copies of every rejected frame
-SPORT = 49152  # the initiator's source port (any but 7784, RFC 7881 §3)
+SPORT = 49152  # the initiator's source port (any but 7784, RFC 7881)
 MARKER_MAC = "02:bf:d5:00:00:01"  # owned by no interface: answers to it are ours alone
 INIT_DISCR = 0x0A0B0C0D  # the initiator's My Discriminator
 STACK_COUNTERS = ("Udp.InDatagrams", "Udp.NoPorts", "Udp6InDatagrams", "Udp6NoPorts")
@@ -122,7 +122,7 @@ def sbfd(
     tx_us: int = 3300,
     tail: bytes = b"",
 ) -> bytes:
-    """An initiator's control packet (RFC 7880 §7.3: Down until its session is Up, D set as FRR's)."""
+    """An initiator's control packet (RFC 7880: Down until its session is Up, D set as FRR's)."""
     pkt = BFD(
         version=version, diag=0, sta=sta, flags=flags, detect_mult=mult, len=length,
         my_discriminator=my, your_discriminator=your,

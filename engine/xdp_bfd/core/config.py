@@ -68,7 +68,7 @@ _SBFD_KNOWN = {"sbfd_reflector", "state", *_SBFD_INTS}
 
 @dataclass(frozen=True)
 class ReflectorConfig:
-    """One S-BFD reflector discriminator (RFC 7880 §7.2): what the XDP reflector answers for it."""
+    """One S-BFD reflector discriminator (RFC 7880): what the XDP reflector answers for it."""
 
     discr: int
     admin_down: bool = False  # answer AdminDown (diag 7): the reflector is out of service and says so

@@ -1,4 +1,4 @@
-"""The S-BFD reflector (RFC 7880 §7.2, RFC 7881) seen from userspace: its discriminators in the maps.
+"""The S-BFD reflector (RFC 7880, RFC 7881) seen from userspace: its discriminators in the maps.
 
 The reflector itself is XDP's (``sbfd_reflect`` in ``bpf/xdp_bfd.c``): it
 answers each initiator's frame with that frame and passes nothing up, so the

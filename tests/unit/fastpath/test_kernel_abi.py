@@ -210,7 +210,7 @@ def test_the_headers_rfc_values_are_the_codecs() -> None:
     )
     assert (c["BFD_CONTROL_LEN"], c["BFD_CONTROL_LEN_AUTH"]) == (control.MIN_LEN, control.MIN_LEN_AUTH)
     assert load_abi().ports == (netio.PORT_SINGLE_HOP, netio.PORT_MULTIHOP, netio.PORT_ECHO)
-    assert load_abi().sbfd_port == netio.PORT_SBFD == 7784  # RFC 7881 §3
+    assert load_abi().sbfd_port == netio.PORT_SBFD == 7784  # RFC 7881
 
 
 @pytest.mark.parametrize(
