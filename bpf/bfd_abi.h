@@ -113,6 +113,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(DROP_ECHO_UNKNOWN, echo_unknown) \
 	X(SBFD_TX, sbfd_tx)               \
 	X(DROP_SBFD_SPORT, sbfd_sport)    \
+	X(DROP_SBFD_ADDRESS, sbfd_address) \
 	X(DROP_SBFD_SHORT, sbfd_short)    \
 	X(DROP_SBFD_VERSION, sbfd_version) \
 	X(DROP_SBFD_LENGTH, sbfd_length)  \

@@ -462,6 +462,26 @@ static __always_inline int sbfd_take_token(struct bfd_sbfd_state *st, struct bfd
 }
 
 /*
+ * An address an answer may come from and go to: not multicast, broadcast,
+ * unspecified or loopback (``a`` as the key holds it: IPv4 v4-mapped). A
+ * request from or to one is not an initiator's, and answering it would send
+ * from an address that is nobody's or to a group.
+ */
+static __always_inline int sbfd_unicast(const __u8 *a, int v4)
+{
+	const __u32 *w = (const __u32 *)a;
+
+	if (v4) {
+		__u8 first = a[12];
+
+		return first != 0 && first != 127 && first < 224;
+	}
+	if (a[0] == 0xff)
+		return 0;
+	return w[0] || w[1] || w[2] || (w[3] != 0 && w[3] != bpf_htonl(1));
+}
+
+/*
  * S-BFD reflector (RFC 7880, RFC 7881): stateless, so the whole
  * answer is the frame we hold. RFC 5880 §6.8.6's checks that apply to a
  * packet without a session run first, each with a counter of its own (the
@@ -480,6 +500,8 @@ static __always_inline int sbfd_reflect(struct xdp_md *ctx, struct parsed *p)
 	 * it would set two reflectors talking to each other for ever (RFC 7881). */
 	if (udp->source == bpf_htons(BFD_PORT_SBFD))
 		return drop(BFD_C_DROP_SBFD_SPORT);
+	if (!sbfd_unicast(p->key.local, p->ip4 != NULL) || !sbfd_unicast(p->key.peer, p->ip4 != NULL))
+		return drop(BFD_C_DROP_SBFD_ADDRESS);
 	int payload = udp_payload_len(&p->nh, udp);
 	if (payload < 0)
 		return drop(BFD_C_DROP_SBFD_SHORT);

@@ -140,12 +140,14 @@ def frame(
     dport: int = SBFD_PORT,
     ttl: int = 255,
     options: bytes = b"",
+    src: str | None = None,
+    dst: str | None = None,
 ) -> bytes:
     eth = Ether(src=MARKER_MAC, dst=live.a.mac)
     if v6:
-        ip = IPv6(src=str(live.b.ip6), dst=str(live.a.ip6), hlim=ttl)
+        ip = IPv6(src=src or str(live.b.ip6), dst=dst or str(live.a.ip6), hlim=ttl)
     else:
-        ip = IP(src=str(live.b.ip4), dst=str(live.a.ip4), ttl=ttl)
+        ip = IP(src=src or str(live.b.ip4), dst=dst or str(live.a.ip4), ttl=ttl)
         if options:
             ip.options = [IPOption(options)]
     return bytes(eth / ip / UDP(sport=sport, dport=dport) / Raw(payload))
@@ -303,6 +305,10 @@ REJECTS = [
     ("M bit", lambda lv: frame(lv, sbfd(flags="M")), "sbfd_multipoint"),
     ("A bit", lambda lv: frame(lv, sbfd(flags="A", length=28, tail=b"\x01\x04\x01x")), "sbfd_auth"),
     ("from source port 7784", lambda lv: frame(lv, sbfd(), sport=SBFD_PORT), "sbfd_sport"),
+    ("to a multicast address", lambda lv: frame(lv, sbfd(), dst="224.0.0.5"), "sbfd_address"),
+    ("to the broadcast address", lambda lv: frame(lv, sbfd(), dst="255.255.255.255"), "sbfd_address"),
+    ("from IPv6 loopback", lambda lv: frame(lv, sbfd(), v6=True, src="::1"), "sbfd_address"),
+    ("to IPv6 multicast", lambda lv: frame(lv, sbfd(), v6=True, dst="ff02::1"), "sbfd_address"),
     ("IPv6 unknown discriminator", lambda lv: frame(lv, sbfd(UNKNOWN_DISCR), v6=True), "sbfd_unknown"),
     ("IPv4 options", lambda lv: frame(lv, sbfd(), options=b"\x01\x01\x01\x00"), "ip_options"),
     # A reflector discriminator names no session: on the BFD port it is an unknown Your Discriminator.

@@ -59,8 +59,9 @@ MARKER_MAC = "02:bf:d5:00:00:02"  # owned by no interface: p's stack ignores the
 FRAME_LEN = 66  # Ethernet 14 + IPv4 20 + UDP 8 + BFD 24: what tbf counts
 SO_SNDBUFFORCE = 32
 SBFD_DROPS = (
-    "sbfd_sport", "sbfd_short", "sbfd_version", "sbfd_length", "sbfd_detect_mult", "sbfd_multipoint",
-    "sbfd_my_discr", "sbfd_your_discr_zero", "sbfd_unknown", "sbfd_auth", "sbfd_gated", "sbfd_rate_limited",
+    "sbfd_sport", "sbfd_address", "sbfd_short", "sbfd_version", "sbfd_length", "sbfd_detect_mult",
+    "sbfd_multipoint", "sbfd_my_discr", "sbfd_your_discr_zero", "sbfd_unknown", "sbfd_auth", "sbfd_gated",
+    "sbfd_rate_limited",
 )  # fmt: skip
 
 

@@ -49,7 +49,7 @@ def test_counter_names_come_from_the_header_in_index_order():
     rules |= {"my_discr", "your_discr", "your_discr_zero", "auth_unexpected", "auth_missing"}
     assert rules <= set(names), rules - set(names)
     # The S-BFD reflector's rules have their own (docs/fastpath.md), never a session's.
-    sbfd = {"sport", "short", "version", "length", "detect_mult", "multipoint", "my_discr"}
+    sbfd = {"sport", "address", "short", "version", "length", "detect_mult", "multipoint", "my_discr"}
     sbfd |= {"your_discr_zero", "unknown", "auth", "gated", "rate_limited"}
     assert {f"sbfd_{r}" for r in sbfd} | {"sbfd_tx"} <= set(names)
 
