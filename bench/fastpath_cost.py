@@ -86,7 +86,7 @@ def echo_frame(peer: Link, local: Link) -> bytes:
 
 
 def sbfd_frame(peer: Link, local: Link) -> bytes:
-    # An initiator's request (RFC 7880 §7.3): version 1, Up, D set, Your Discriminator the reflector's.
+    # An initiator's request (RFC 7880): version 1, Up, D set, Your Discriminator the reflector's.
     payload = struct.pack("!BBBBIIIII", 0x20, 0xC2, 3, 24, 1, SBFD_DISCR, INTERVAL_MS * 1000, 0, 0)
     return udp_frame(
         src_mac=benchlib.mac(peer.ns.name, peer.ifname),
