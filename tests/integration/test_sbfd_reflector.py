@@ -32,9 +32,11 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import random
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +50,11 @@ from scapy.packet import Raw
 from scapy.utils import rdpcap
 
 from harness.engine import EngineProcess
+from harness.frames import ip_nops, mutate_control, with_ipv4_frag, with_udp_len
 from harness.inject import send_frames
 from harness.netns import Link, Namespace, Topology
 from harness.wait import wait_until
+from harness.xdp_oracle import KernelTable, kernel_verdict
 
 SBFD_PORT = 7784
 CLI_DISCR = 456  # --sbfd-reflector
@@ -63,6 +67,8 @@ N = 3  # copies of every rejected frame
 SPORT = 49152  # the initiator's source port (any but 7784, RFC 7881)
 MARKER_MAC = "02:bf:d5:00:00:01"  # owned by no interface: answers to it are ours alone
 INIT_DISCR = 0x0A0B0C0D  # the initiator's My Discriminator
+FUZZ_SEED = 0x5EED_5BFD
+FUZZ_N = 200
 STACK_COUNTERS = ("Udp.InDatagrams", "Udp.NoPorts", "Udp6InDatagrams", "Udp6NoPorts")
 
 
@@ -328,6 +334,50 @@ def test_a_bad_frame_dies_in_xdp_with_its_counter(live: Live, name: str, build, 
     assert got == [], f"{name}: answered"
     assert after.sbfd_tx == before.sbfd_tx
     assert_only(before, after, reason, N)
+
+
+def fuzz_frames(live: Live, rng: random.Random) -> list[bytes]:
+    """Requests with a change or two, random payloads, lying lengths, odd ports and addresses."""
+    out = []
+    while len(out) < FUZZ_N:
+        v6 = rng.random() < 0.4
+        if rng.random() < 0.3:
+            payload = rng.randbytes(rng.choice((0, 1, 8, 23, 24, 24, 26, 40, rng.randrange(1, 100))))
+        else:
+            buf = bytearray(sbfd(sta=rng.choice((1, 3)), flags=rng.choice(("", "D", "P", "PD"))))
+            for _ in range(rng.randrange(3)):
+                mutate_control(buf, rng, UNKNOWN_DISCR)
+            payload = bytes(buf[: rng.choice((24, 24, 24, 20, 1, 26, 40))])
+        dst = None
+        if rng.random() < 0.05:
+            dst = "ff02::1" if v6 else "224.0.0.5"
+        options = ip_nops(4) if not v6 and rng.random() < 0.05 else b""
+        sport = rng.choice((SPORT, SPORT, 3784, 4784, SBFD_PORT))
+        f = frame(live, payload, v6=v6, sport=sport, ttl=rng.choice((255, 64, 1)), dst=dst, options=options)
+        if not v6 and not options and rng.random() < 0.05:
+            f = with_ipv4_frag(f, 0x2000)
+        if rng.random() < 0.05:
+            f = with_udp_len(f, 8 + 1500)
+        out.append(f)
+    return out
+
+
+def test_bad_and_good_input_is_charged_as_the_rules_say(live: Live) -> None:
+    """A seeded mix, each frame's verdict predicted by an independent model (harness.xdp_oracle)."""
+    table = KernelTable(live.d.index("veth-d"), sbfd={CLI_DISCR, RATE_DISCR, DOWN_DISCR})
+    frames = fuzz_frames(live, random.Random(FUZZ_SEED))
+    want = Counter(kernel_verdict(f, table) for f in frames)
+    assert None not in want, "every frame here is to 7784 while a reflector is configured"
+    assert want["sbfd_tx"] > 10 and len(want) > 8, want  # the mix reaches answers and many rules
+    print(f"\n{FUZZ_N} frames, predicted: {dict(sorted(want.items()))}")
+    before = counts(live)
+    got = captured(live, "fuzz", frames, expect=want["sbfd_tx"])
+    after = counts(live)
+    assert len(got) == want["sbfd_tx"] == after.sbfd_tx - before.sbfd_tx, (len(got), want)
+    moved = Counter({k: after.drop.get(k, 0) - before.drop.get(k, 0) for k in after.drop})
+    assert +moved == Counter({k: n for k, n in want.items() if k != "sbfd_tx"}), (moved, want)
+    assert after.xdp_pass == before.xdp_pass
+    assert after.user_drops() == before.user_drops()
 
 
 def test_another_port_is_not_the_reflectors(live: Live) -> None:
