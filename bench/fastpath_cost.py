@@ -19,8 +19,15 @@ Windows, N seconds each (``--seconds``, default 5), each kind ``--rounds`` times
    it (``kernel_tx_active``), N seconds of steady state: the RX-clocked
    control reply path (what the ≤ 250 ns target is about), bare reflector fed
    alongside.
-3. ``burst``   — (``--burst``, default 20000) echo frames back to back into
-   each program: the same code with warm caches.
+3. ``sbfd``    — (before FRR is configured, so nothing else crosses the
+   program) S-BFD requests (UDP 7784, Your Discriminator = the engine's
+   reflector, ``--sbfd-reflector``, docs/fastpath.md) at 100/s on pair 1, echo
+   on pair 2: the reflector's answer path, validation and token bucket
+   included, against the bare reflector.
+4. ``burst``   — (``--burst``, default 20000) echo frames back to back into
+   each program: the same code with warm caches; ``sbfd_burst`` the same with
+   S-BFD requests (the bench's reflector has a rate limit above the burst, so
+   every frame is answered, not dropped by the bucket).
 
 ns/packet = delta run_time_ns / delta run_cnt over the window (the engine's
 from its stats JSON ``xdp`` section, the reflector's from /proc/PID/fdinfo),
@@ -38,6 +45,7 @@ import errno
 import os
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -58,6 +66,8 @@ INTERVAL_MS = 10
 ECHO_RATE = 100  # frames/s, the cadence of a 10 ms control session
 TARGET_NS = 250
 PROG_TYPE_XDP = 6
+SBFD_DISCR = 456  # the engine's reflector discriminator in this bench
+SBFD_PORT = 7784
 
 
 def echo_frame(peer: Link, local: Link) -> bytes:
@@ -71,6 +81,20 @@ def echo_frame(peer: Link, local: Link) -> bytes:
         dst=src,
         sport=49999,
         dport=3785,
+        payload=payload,
+    )
+
+
+def sbfd_frame(peer: Link, local: Link) -> bytes:
+    # An initiator's request (RFC 7880): version 1, Up, D set, Your Discriminator the reflector's.
+    payload = struct.pack("!BBBBIIIII", 0x20, 0xC2, 3, 24, 1, SBFD_DISCR, INTERVAL_MS * 1000, 0, 0)
+    return udp_frame(
+        src_mac=benchlib.mac(peer.ns.name, peer.ifname),
+        dst_mac=benchlib.mac(local.ns.name, local.ifname),
+        src=str(peer.ip4),
+        dst=str(local.ip4),
+        sport=49152,
+        dport=SBFD_PORT,
         payload=payload,
     )
 
@@ -200,6 +224,8 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
         sessions.write_text(
             f"- {{local: {a.ip4}, peer: {b.ip4}, interface: veth-d, "
             f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {INTERVAL_MS}}}\n"
+            # The bucket above any burst here: the cost measured is an answer's, never a drop's.
+            f"- {{sbfd_reflector: {SBFD_DISCR}, rate_pps: 10000000, burst: 10000000}}\n"
         )
         args = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--xdp-mode", mode]
         eng = EngineProcess(d, args, work).start()
@@ -219,6 +245,21 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
             c0, c1 = dumps["dumps"][-2]["counters"], dumps["dumps"][-1]["counters"]
             w["engine"]["echo_tx"] = c1.get("echo_tx", 0) - c0.get("echo_tx", 0)
             out["echo"].append(w)
+
+        # 1b. S-BFD: requests to the reflector on pair 1, echo into the bare reflector alongside.
+        sbfd = sbfd_frame(b, a)
+
+        def sbfd_body() -> float:
+            t0 = time.monotonic()
+            inj.paced({"veth-p": sbfd, "veth-p2": frames["veth-p2"]}, rate=ECHO_RATE, seconds=seconds)
+            return time.monotonic() - t0
+
+        out["sbfd"] = []
+        for _ in range(rounds):
+            w = measure(probes, sbfd_body)
+            c0, c1 = dumps["dumps"][-2]["counters"], dumps["dumps"][-1]["counters"]
+            w["engine"]["sbfd_tx"] = c1.get("sbfd_tx", 0) - c0.get("sbfd_tx", 0)
+            out["sbfd"].append(w)
 
         # 2. Control: FRR at 3x10 ms, session Up and answered by the kernel; the reflector fed alongside.
         frr.configure(
@@ -271,6 +312,16 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
                     )["bare"],
                 }
             ]
+            out["sbfd_burst"] = [
+                {
+                    "engine": measure({"engine": probes["engine"]}, lambda: inj.burst("veth-p", sbfd, burst))[
+                        "engine"
+                    ],
+                    "bare": measure(
+                        {"bare": probes["bare"]}, lambda: inj.burst("veth-p2", frames["veth-p2"], burst)
+                    )["bare"],
+                }
+            ]
         out["engine_log"] = str(eng.log_path)
     finally:
         if inj is not None:
@@ -295,7 +346,7 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
 def summarize(r: dict[str, Any]) -> None:
     """Medians over the rounds of each window kind, and the table rows, into ``r``."""
     r["median"], r["rows"] = {}, []
-    for kind in ("control", "echo", "burst"):
+    for kind in ("control", "echo", "burst", "sbfd", "sbfd_burst"):
         ws = r.get(kind) or []
         if not ws:
             continue
@@ -367,7 +418,7 @@ def main() -> int:
         with benchlib.bpf_stats_enabled() as old:
             doc["machine"]["bpf_stats_enabled_restored_to"] = old
             for mode in modes:
-                print(f"-- {mode}: echo, control ({args.seconds:g} s each), burst", flush=True)
+                print(f"-- {mode}: echo, S-BFD, control ({args.seconds:g} s each), bursts", flush=True)
                 r = run_mode(mode, args.seconds, args.rounds, work, args.burst)
                 summarize(r)
                 doc["results"].append(r)
@@ -397,6 +448,10 @@ def main() -> int:
     if ctrl:
         here = ", ".join(f"{m} {v:.0f} ns" for m, v in ctrl.items())
         print(f"control path (median of {args.rounds} windows): {here}; target <= {TARGET_NS} ns/packet")
+    refl = {r["mode"]: r["median"]["sbfd"]["engine_ns_per_packet"] for r in doc["results"] if r.get("sbfd")}
+    if refl:
+        here = ", ".join(f"{m} {v:.0f} ns" for m, v in refl.items() if v is not None)
+        print(f"S-BFD reflector answer (median of {args.rounds} windows): {here}")
     if doc["leftover_namespaces"]:
         print(f"WARNING: namespaces left behind: {' '.join(doc['leftover_namespaces'])}")
     print(f"result: {path}")

@@ -882,6 +882,8 @@ def cost_md(doc: dict[str, Any]) -> list[str]:
                         "control": "control reply (RX-clocked TX)",
                         "echo": "echo reflection",
                         "burst": "echo, warm",
+                        "sbfd": "S-BFD reflector answer",
+                        "sbfd_burst": "S-BFD reflector, warm",
                     }[kind],
                     _f(med.get("engine_ns_per_packet"), 0),
                     f"{_f(med['engine_min'], 0)}-{_f(med['engine_max'], 0)}"

@@ -278,7 +278,7 @@ def part_cost(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path) -
     out = doc.setdefault("cost", {"params": c, "results": []})
     with benchlib.bpf_stats_enabled():
         for mode in c["modes"]:
-            run.say(f"cost: {mode}, echo and control windows of {c['seconds']} s x {c['rounds']}")
+            run.say(f"cost: {mode}, echo, S-BFD and control windows of {c['seconds']} s x {c['rounds']}")
             try:
                 with watchdog(180 + 4 * c["rounds"] * c["seconds"], f"cost {mode}"):
                     r = fastpath_cost.run_mode(mode, c["seconds"], c["rounds"], work / "cost", c["burst"])
@@ -295,7 +295,8 @@ def part_cost(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path) -
             med = r.get("median", {})
             run.say(
                 f"cost {mode}: control {(med.get('control') or {}).get('engine_ns_per_packet')} ns/pkt, "
-                f"echo {(med.get('echo') or {}).get('engine_ns_per_packet')} ns/pkt"
+                f"echo {(med.get('echo') or {}).get('engine_ns_per_packet')} ns/pkt, "
+                f"S-BFD reflector {(med.get('sbfd') or {}).get('engine_ns_per_packet')} ns/pkt"
             )
 
 

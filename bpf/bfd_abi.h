@@ -24,6 +24,7 @@
 #define BFD_PORT_CONTROL 3784   /* RFC 5881 §4 */
 #define BFD_PORT_MULTIHOP 4784  /* RFC 5883 §3 */
 #define BFD_PORT_ECHO 3785      /* RFC 5881 §4 */
+#define BFD_PORT_SBFD 7784      /* RFC 7881: S-BFD control, to the reflector */
 #define BFD_VERSION 1
 #define BFD_CONTROL_LEN 24      /* the mandatory section (RFC 5880 §4.1) */
 #define BFD_CONTROL_LEN_AUTH 26 /* with the A bit: at least Auth Type and Auth Len */
@@ -109,7 +110,21 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(DROP_MIN_TTL, min_ttl)          \
 	X(DROP_AUTH_UNEXPECTED, auth_unexpected) \
 	X(DROP_AUTH_MISSING, auth_missing) \
-	X(DROP_ECHO_UNKNOWN, echo_unknown)
+	X(DROP_ECHO_UNKNOWN, echo_unknown) \
+	X(SBFD_TX, sbfd_tx)               \
+	X(DROP_SBFD_SPORT, sbfd_sport)    \
+	X(DROP_SBFD_ADDRESS, sbfd_address) \
+	X(DROP_SBFD_SHORT, sbfd_short)    \
+	X(DROP_SBFD_VERSION, sbfd_version) \
+	X(DROP_SBFD_LENGTH, sbfd_length)  \
+	X(DROP_SBFD_DETECT_MULT, sbfd_detect_mult) \
+	X(DROP_SBFD_MULTIPOINT, sbfd_multipoint) \
+	X(DROP_SBFD_MY_DISCR, sbfd_my_discr) \
+	X(DROP_SBFD_YOUR_DISCR_ZERO, sbfd_your_discr_zero) \
+	X(DROP_SBFD_UNKNOWN, sbfd_unknown) \
+	X(DROP_SBFD_AUTH, sbfd_auth)      \
+	X(DROP_SBFD_GATED, sbfd_gated)    \
+	X(DROP_SBFD_RATE, sbfd_rate_limited)
 
 #define BFD_X_ENUM(idx, name) BFD_C_##idx,
 enum bfd_counter { BFD_COUNTERS(BFD_X_ENUM) BFD_C_MAX };
@@ -248,6 +263,42 @@ struct bfd_tick_state {
 #define BFD_X_ENUM(idx, name) BFD_TC_##idx,
 enum bfd_tick_counter { BFD_TICK_COUNTERS(BFD_X_ENUM) BFD_TC_MAX };
 #undef BFD_X_ENUM
+
+/*
+ * The S-BFD reflector (RFC 7880, RFC 7881): UDP 7784 frames naming one
+ * of these discriminators in Your Discriminator are answered in XDP and
+ * nowhere else. Keyed by the reflector discriminator (host order).
+ */
+#define BFD_SBFD_MAX_REFLECTORS 64
+
+/* struct bfd_sbfd_cfg.flags */
+#define BFD_SBFD_ACTIVE 0x01        /* answer (an entry being removed is not) */
+
+/* What the engine configured for one reflector discriminator. Written by userspace only. */
+struct bfd_sbfd_cfg {
+	__u32 flags;
+	__u8 state;             /* BFD_STATE_UP, or BFD_STATE_ADMIN_DOWN: out of service, said so */
+	__u8 diag;              /* 0 when Up, 7 (Administratively Down) otherwise */
+	__u8 pad[2];
+	__be32 min_rx;          /* Required Min RX Interval we advertise (µs, network order) */
+	__u32 pad2;
+	__u64 interval_ns;      /* rate limit: 1e9 / pps, the bucket's drip */
+	__u64 burst_ns;         /* rate limit: how far ahead of now the bucket may run (the burst) */
+};
+
+/* What the reflector did for it. Written by the kernel only. */
+struct bfd_sbfd_state {
+	__u64 tat_ns;           /* GCRA's theoretical arrival time: the token bucket, claimed by CAS */
+	__u64 answered;
+	__u64 rate_limited;
+	__u64 last_ns;          /* the last answer */
+};
+
+/* The one global entry: the reflector is on (at least one discriminator configured). */
+struct bfd_sbfd_global {
+	__u32 reflectors;       /* 0: UDP 7784 is not ours and is passed untouched */
+	__u32 pad;
+};
 
 /* --spread-pass: at most this many CPUs take non-BFD traffic (the cpumap's size). */
 #define BFD_SPREAD_MAX_CPUS 256

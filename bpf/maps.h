@@ -32,6 +32,9 @@ BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
 BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS);
 BFD_TABLE("percpu_array", __u32, __u64, tick_counters, BFD_TC_MAX);
+BFD_TABLE("hash", __u32, struct bfd_sbfd_cfg, sbfd_cfg, BFD_SBFD_MAX_REFLECTORS);
+BFD_TABLE("hash", __u32, struct bfd_sbfd_state, sbfd_state, BFD_SBFD_MAX_REFLECTORS);
+BFD_TABLE("array", __u32, struct bfd_sbfd_global, sbfd_global, 1);
 #ifdef BFD_PIN_DIR
 BFD_TABLE("array", __u32, struct bfd_handover_chunk, handover, BFD_HANDOVER_CHUNKS);
 BPF_TABLE_PINNED("array", __u32, __u64, owner, BFD_OWNER_SLOTS, BFD_PIN_ROOT "/owner");

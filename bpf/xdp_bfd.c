@@ -187,9 +187,19 @@ pass:
 	return XDP_PASS;
 }
 
+/* UDP 7784 is ours only while a reflector discriminator is configured; otherwise it passes untouched. */
+static __always_inline int sbfd_on(void)
+{
+	__u32 zero = 0;
+	struct bfd_sbfd_global *g = sbfd_global.lookup(&zero);
+
+	return g && g->reflectors;
+}
+
 static __always_inline int bfd_port(__u16 dport)
 {
-	return dport == BFD_PORT_CONTROL || dport == BFD_PORT_MULTIHOP || dport == BFD_PORT_ECHO;
+	return dport == BFD_PORT_CONTROL || dport == BFD_PORT_MULTIHOP || dport == BFD_PORT_ECHO ||
+	       (dport == BFD_PORT_SBFD && sbfd_on());
 }
 
 /*
@@ -421,6 +431,134 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 	return XDP_TX;
 }
 
+static __always_inline int gate_open(__u64 now)
+{
+	__u32 zero = 0;
+	struct bfd_gate *g = gate.lookup(&zero);
+
+	return g && (!g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns);
+}
+
+/*
+ * The reflector's token bucket, as GCRA: a packet conforms while the bucket's
+ * theoretical arrival time runs at most burst_ns ahead of now, and each one
+ * pushes it interval_ns further. The stamp is claimed by compare-and-swap
+ * (initiators on several CPUs share a discriminator); a CAS lost to another
+ * CPU is retried, so only the rate, never a race, refuses a packet.
+ */
+static __always_inline int sbfd_take_token(struct bfd_sbfd_state *st, struct bfd_sbfd_cfg *c, __u64 now)
+{
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u64 tat = st->tat_ns;
+		__u64 base = tat > now ? tat : now;
+
+		if (base - now > c->burst_ns)
+			return 0;
+		if (__sync_val_compare_and_swap(&st->tat_ns, tat, base + c->interval_ns) == tat)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * An address an answer may come from and go to: not multicast, broadcast,
+ * unspecified or loopback (``a`` as the key holds it: IPv4 v4-mapped). A
+ * request from or to one is not an initiator's, and answering it would send
+ * from an address that is nobody's or to a group.
+ */
+static __always_inline int sbfd_unicast(const __u8 *a, int v4)
+{
+	const __u32 *w = (const __u32 *)a;
+
+	if (v4) {
+		__u8 first = a[12];
+
+		return first != 0 && first != 127 && first < 224;
+	}
+	if (a[0] == 0xff)
+		return 0;
+	return w[0] || w[1] || w[2] || (w[3] != 0 && w[3] != bpf_htonl(1));
+}
+
+/*
+ * S-BFD reflector (RFC 7880, RFC 7881): stateless, so the whole
+ * answer is the frame we hold. RFC 5880 §6.8.6's checks that apply to a
+ * packet without a session run first, each with a counter of its own (the
+ * sbfd_* names: an S-BFD reject never hides among a session's); the reply
+ * swaps the discriminators and the addresses, goes back to the initiator's
+ * source port from 7784 with TTL 255, says Up (or AdminDown for a reflector
+ * out of service), answers a Poll with Final and advertises our Required Min
+ * RX. Nothing reaches userspace: answered or dropped, never passed.
+ */
+static __always_inline int sbfd_reflect(struct xdp_md *ctx, struct parsed *p)
+{
+	struct udphdr *udp = p->udp;
+	struct bfd_ctrl *bfd;
+
+	/* 7784 is the reflector's source port: a frame from it is a reflection, and answering
+	 * it would set two reflectors talking to each other for ever (RFC 7881). */
+	if (udp->source == bpf_htons(BFD_PORT_SBFD))
+		return drop(BFD_C_DROP_SBFD_SPORT);
+	if (!sbfd_unicast(p->key.local, p->ip4 != NULL) || !sbfd_unicast(p->key.peer, p->ip4 != NULL))
+		return drop(BFD_C_DROP_SBFD_ADDRESS);
+	int payload = udp_payload_len(&p->nh, udp);
+	if (payload < 0)
+		return drop(BFD_C_DROP_SBFD_SHORT);
+	int r = parse_bfdhdr(&p->nh, payload, &bfd);
+	if (r)
+		return drop(r == BFD_C_DROP_VERSION ? BFD_C_DROP_SBFD_VERSION : BFD_C_DROP_SBFD_SHORT);
+	__u8 flags = bfd->flags;
+	__u8 len = bfd->length;
+	if (len < ((flags & BFD_FLAG_AUTH) ? BFD_CONTROL_LEN_AUTH : BFD_CONTROL_LEN) || len > payload)
+		return drop(BFD_C_DROP_SBFD_LENGTH);
+	if (bfd->detect_mult == 0)
+		return drop(BFD_C_DROP_SBFD_DETECT_MULT);
+	if (flags & BFD_FLAG_MULTIPOINT)
+		return drop(BFD_C_DROP_SBFD_MULTIPOINT);
+	if (!bfd->my_discr)
+		return drop(BFD_C_DROP_SBFD_MY_DISCR);
+	/* The reflector is found by Your Discriminator alone (RFC 7880): 0 names none. */
+	if (!bfd->your_discr)
+		return drop(BFD_C_DROP_SBFD_YOUR_DISCR_ZERO);
+	__u32 d = bpf_ntohl(bfd->your_discr);
+	struct bfd_sbfd_cfg *c = sbfd_cfg.lookup(&d);
+	struct bfd_sbfd_state *st = sbfd_state.lookup(&d);
+	if (!c || !st || !(c->flags & BFD_SBFD_ACTIVE))
+		return drop(BFD_C_DROP_SBFD_UNKNOWN);
+	/* No keys are configured for S-BFD and digests are not computed here. */
+	if (flags & BFD_FLAG_AUTH)
+		return drop(BFD_C_DROP_SBFD_AUTH);
+	__u64 now = bpf_ktime_get_ns();
+	/* A wedged engine must not look alive through its reflector either (the dead-man gate). */
+	if (!gate_open(now))
+		return drop(BFD_C_DROP_SBFD_GATED);
+	if (!sbfd_take_token(st, c, now)) {
+		__sync_fetch_and_add(&st->rate_limited, 1);
+		return drop(BFD_C_DROP_SBFD_RATE);
+	}
+
+	/* The answer, as a one-packet session template for reply(). */
+	struct bfd_cfg rc = {};
+	struct bfd_ctrl *t = (struct bfd_ctrl *)rc.reply;
+	t->vers_diag = (BFD_VERSION << BFD_VERSION_SHIFT) | c->diag;
+	t->flags = c->state << BFD_STATE_SHIFT;
+	t->detect_mult = bfd->detect_mult;
+	t->length = BFD_CONTROL_LEN;
+	t->my_discr = bfd->your_discr;
+	t->desired_min_tx = bfd->desired_min_tx;
+	t->required_min_rx = c->min_rx;
+	rc.sport = bpf_htons(BFD_PORT_SBFD);
+	rc.dport = udp->source;
+	r = reply(ctx, p, bfd, &rc, bfd->my_discr, flags & BFD_FLAG_POLL);
+	if (r != XDP_TX)  /* the frame could not be shortened to 24 bytes of BFD */
+		return drop(BFD_C_DROP_SBFD_LENGTH);
+	__sync_fetch_and_add(&st->answered, 1);
+	st->last_ns = now;
+	count(BFD_C_SBFD_TX);
+	return XDP_TX;
+}
+
 int xdp_bfd_rx(struct xdp_md *ctx)
 {
 	struct parsed p = {};
@@ -433,6 +571,8 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		return drop(-r);
 	if (p.dport == BFD_PORT_ECHO)
 		return echo(&p);
+	if (p.dport == BFD_PORT_SBFD)
+		return sbfd_reflect(ctx, &p);
 	/* RFC 5881 §5 (GTSM): single-hop packets arrive with TTL 255 or were forwarded. */
 	if (p.dport == BFD_PORT_CONTROL && p.ttl != BFD_TTL)
 		return drop(BFD_C_DROP_TTL);
@@ -496,10 +636,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	__sync_fetch_and_add(&st->rx_packets, 1);
 	__sync_fetch_and_add(&st->rx_bytes, len);
 
-	__u32 zero = 0;
-	struct bfd_gate *g = gate.lookup(&zero);
-	int open = g && (!g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns);
-	if (!open || !(c->flags & BFD_CFG_KTX) || st->expired_epoch == c->epoch)
+	if (!gate_open(now) || !(c->flags & BFD_CFG_KTX) || st->expired_epoch == c->epoch)
 		goto up;
 
 	const __u32 *in = (const __u32 *)bfd, *ex = (const __u32 *)c->expect;

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .core import footprint
-from .core.config import ConfigError, load_sessions
+from .core.config import ConfigError, ReflectorConfig, load_config
 from .core.engine import Engine
 from .core.errors import EXIT_HANDED_OVER, EXIT_OK, EngineError
 from .core.sched import reserve as reserve_scheduling
@@ -51,6 +51,7 @@ class Options:
     spread_pass: bool
     kernel_clock: bool  # --kernel-clock: the tick program sends what no peer asks for
     kernel_clock_budget: int  # --kernel-clock-budget: releases/s the clock may cost
+    sbfd_reflectors: tuple[ReflectorConfig, ...]  # --sbfd-reflector: answered in XDP (defaults)
     succeed: int | None  # --succeed PID: the unpinned engine this one replaces once it has compiled
     log_level: str
 
@@ -63,16 +64,20 @@ def _raise_nofile() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def initial_sessions(args: Options) -> list[tuple[SessionConfig, str]]:
+def initial_config(args: Options) -> tuple[list[tuple[SessionConfig, str]], list[ReflectorConfig]]:
+    """The sessions (with their origin) and the sessions file's S-BFD reflector discriminators."""
     out: list[tuple[SessionConfig, str]] = []
+    reflectors: list[ReflectorConfig] = []
     if args.local is not None and args.peer is not None:  # the command line gives both or neither
         out.append((SessionConfig(local=args.local, peer=args.peer), "cli"))
     if args.sessions is not None:
         try:
-            out += [(c, "file") for c in load_sessions(args.sessions)]
+            loaded = load_config(args.sessions)
         except ConfigError as e:
             raise EngineError(str(e)) from None
-    return out
+        out += [(c, "file") for c in loaded.sessions]
+        reflectors = loaded.reflectors
+    return out, reflectors
 
 
 class _StepDown:
@@ -96,14 +101,18 @@ class _StepDown:
 
 
 def run(args: Options) -> int:
-    sessions = initial_sessions(args)  # a bad file fails before anything is bound
+    sessions, file_reflectors = initial_config(args)  # a bad file fails before anything is bound
     _raise_nofile()
     engine = Engine(
         stats_path=args.stats_dump,
         sessions_file=args.sessions,
         demand_poll_us=args.demand_poll_us,
         deadman_us=args.deadman_us,
+        sbfd_cli=args.sbfd_reflectors,
     )
+    if file_reflectors and not args.kernel_tx:
+        # Refused before anything is compiled or bound (the reload says the same).
+        engine.check_reflectors(file_reflectors, str(args.sessions))
     engine.reactor.install_signals()
     step_down = _StepDown(engine)
     engine.on_signal(signal.SIGUSR2, step_down)  # --pin replaces it with the handover
@@ -116,6 +125,8 @@ def run(args: Options) -> int:
 
             started = start_fast_path(engine, engine.notifier, args, succeed=predecessor)
             engine.reactor.takeover_marks = started.marks
+            engine.reflector_sink = started.reflector.apply
+            engine.reflector_limit = started.reflector.limit
         else:
             if args.pin is not None:
                 log.warning("pin: --pin keeps the fast path's state; without --kernel-tx it does nothing")
@@ -126,6 +137,10 @@ def run(args: Options) -> int:
         if started is not None and started.state is not None:
             started.restore([cfg for cfg, _origin in sessions])
             engine.mark("sessions restored")
+        # After a takeover's sessions are back (a reflector that names one of them is
+        # refused), before any new session allocates a discriminator.
+        engine.set_reflectors(engine.check_reflectors(file_reflectors, str(args.sessions or "")))
+        if started is not None and started.state is not None:
             # The arguments may have changed with the upgrade: the file and the
             # command line say what runs now; adopted sessions they no longer
             # name leave with AdminDown.

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import __version__
 from .app import Options, run
+from .core.config import ConfigError, ReflectorConfig, check_reflectors, parse_discr
 from .core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EngineError, UsageError
 from .dplane.address import DplaneAddress, parse_dplane_address
 from .dplane.peer import allowed_names, default_allowed, parse_allow_users
@@ -82,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PER_S",
         help="releases per second the kernel clock may cost (sessions past it are not clocked)",
     )
+    p.add_argument(
+        "--sbfd-reflector",
+        metavar="DISCR[,DISCR...]",
+        help="with --kernel-tx: answer S-BFD (RFC 7880) initiators naming these discriminators, in XDP "
+        "(UDP 7784; state Up, Required Min RX 3300 us, 10000 answers/s each; the sessions file tunes them)",
+    )
     p.add_argument("--stats-dump", type=Path, default=Path(DEFAULT_STATS_PATH), metavar="PATH",
                    help=f"where SIGUSR1 writes the stats JSON (default {DEFAULT_STATS_PATH})")  # fmt: skip
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics")
@@ -128,6 +135,9 @@ def parse_args(argv: list[str]) -> Options:
     # Resolved now: a name that does not exist is a usage error, not a refusal at connect time.
     allow = parse_allow_users(args.dplane_allow) if args.dplane_allow is not None else default_allowed()
     args.kernel_tx = [i for i in (args.kernel_tx or "").split(",") if i]
+    args.sbfd_reflector = _reflectors(args.sbfd_reflector)
+    if args.sbfd_reflector and not args.kernel_tx:
+        raise UsageError("--sbfd-reflector is answered in XDP only: it needs --kernel-tx")
     if args.sched_deadline is not None:
         runtime, sep, period = args.sched_deadline.partition("/")
         if not (sep and runtime.isdigit() and period.isdigit() and 0 < int(runtime) <= int(period)):
@@ -138,8 +148,10 @@ def parse_args(argv: list[str]) -> Options:
             "--succeed is for engines without --pin: under --pin the successor finds the running "
             "engine in the pin directory and takes its state over"
         )
-    if args.local is None and args.sessions is None and args.dplane_mode is None:
-        raise UsageError("nothing to do: give LOCAL_IP PEER_IP, --sessions FILE or a dataplane option")
+    if args.local is None and args.sessions is None and args.dplane_mode is None and not args.sbfd_reflector:
+        raise UsageError(
+            "nothing to do: give LOCAL_IP PEER_IP, --sessions FILE, a dataplane option or --sbfd-reflector"
+        )
     return Options(
         local=args.local,
         peer=args.peer,
@@ -160,9 +172,25 @@ def parse_args(argv: list[str]) -> Options:
         spread_pass=args.spread_pass,
         kernel_clock=args.kernel_clock == "on",
         kernel_clock_budget=args.kernel_clock_budget,
+        sbfd_reflectors=args.sbfd_reflector,
         succeed=args.succeed,
         log_level=args.log_level,
     )
+
+
+def _reflectors(text: str | None) -> tuple[ReflectorConfig, ...]:
+    """--sbfd-reflector 456,789: each with the defaults (the sessions file sets anything else)."""
+    if text is None:
+        return ()
+    items = [t.strip() for t in text.split(",")]
+    try:
+        if not all(items):
+            raise ConfigError(f"--sbfd-reflector: an empty discriminator in {text!r}")
+        out = [ReflectorConfig(parse_discr(t, "--sbfd-reflector")) for t in items]
+        check_reflectors([(r, "--sbfd-reflector") for r in out])
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    return tuple(out)
 
 
 def set_process_name(name: bytes = b"xdp-bfd") -> None:

@@ -144,6 +144,9 @@ class FakeHost:
             self._next_discr += 1
         return self._next_discr
 
+    def discr_free(self, discr: int) -> bool:
+        return discr not in self.table
+
     def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> Entry:
         d = discr if discr is not None else self.allocate_discr()
         session = Session(config, d, now_us=self.now, rng=self.rng)

@@ -9,6 +9,12 @@ untouched and counted nowhere). It is written from the rules, not from the
 BPF source, and knows the sessions only through a :class:`KernelTable` the
 test fills in from what it configured, never from the kernel's maps.
 
+With S-BFD reflector discriminators in the table (``KernelTable.sbfd``), UDP
+7784 is a BFD port too and its frames get the reflector's rules
+(docs/fastpath.md, "The S-BFD reflector"): ``sbfd_tx`` for a request it
+answers, an ``sbfd_*`` reason otherwise. Its rate limit and the dead-man gate
+are not modelled: callers keep under the bucket and run with the gate open.
+
 Not modelled: IPv6 extension headers (the fast path looks through up to three
 and charges ``ip_options`` or ``fragment``; here any next header but UDP is
 "not BFD"), which the callers never generate.
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from .frames import ETHERTYPE_8021Q
 
 CONTROL_PORT, MULTIHOP_PORT, ECHO_PORT = 3784, 4784, 3785
+SBFD_PORT = 7784  # RFC 7881
 BFD_PORTS = (CONTROL_PORT, MULTIHOP_PORT, ECHO_PORT)
 ETHERTYPE_IPV4, ETHERTYPE_IPV6 = b"\x08\x00", b"\x86\xdd"
 IPPROTO_UDP = 17
@@ -44,6 +51,10 @@ class KernelTable:
     # (local16, peer16, ifindex, multihop) -> discr
     by_key: dict[tuple[bytes, bytes, int, bool], int] = field(default_factory=dict)
     echo: set[tuple[bytes, int]] = field(default_factory=set)  # (peer16, ifindex)
+    sbfd: set[int] = field(default_factory=set)  # S-BFD reflector discriminators configured
+
+    def ports(self) -> tuple[int, ...]:
+        return (*BFD_PORTS, SBFD_PORT) if self.sbfd else BFD_PORTS
 
     def add_session(
         self,
@@ -81,7 +92,7 @@ def kernel_verdict(f: bytes, t: KernelTable) -> str | None:
         if ihl < 20 or frag & 0x1FFF or len(f) < off + ihl + 8:
             return None
         dport = struct.unpack_from("!H", f, off + ihl + 2)[0]
-        if dport not in BFD_PORTS:
+        if dport not in t.ports():
             return None
         if ihl != 20:
             return "ip_options"
@@ -98,12 +109,14 @@ def kernel_verdict(f: bytes, t: KernelTable) -> str | None:
             return None
         l4 = off + 40
         dport = struct.unpack_from("!H", f, l4 + 2)[0]
-        if dport not in BFD_PORTS:
+        if dport not in t.ports():
             return None
         ttl, src, dst = f[off + 7], f[off + 8 : off + 24], f[off + 24 : off + 40]
     else:
         return None
     multihop = dport == MULTIHOP_PORT
+    if dport == SBFD_PORT:
+        return _sbfd_verdict(f, l4, (src, dst), proto == ETHERTYPE_IPV4, t)
     if dport == ECHO_PORT:
         return "echo_tx" if (src, t.ifindex) in t.echo or (src, 0) in t.echo else "echo_unknown"
     if dport == CONTROL_PORT and ttl != 255:
@@ -149,3 +162,47 @@ def kernel_verdict(f: bytes, t: KernelTable) -> str | None:
     if not flags & 0x04 and auth:
         return "auth_missing"
     return "accepted"
+
+
+def _unicast(addr16: bytes, v4: bool) -> bool:
+    """An address a reflector may answer from or to (docs/fastpath.md: ``sbfd_address``)."""
+    if v4:
+        first = addr16[12]
+        return first not in (0, 127) and first < 224
+    a = ipaddress.IPv6Address(addr16)
+    return not (a.is_multicast or a.is_unspecified or a.is_loopback)
+
+
+def _sbfd_verdict(f: bytes, l4: int, addrs: tuple[bytes, bytes], v4: bool, t: KernelTable) -> str:
+    """The S-BFD reflector's rules, in the order docs/fastpath.md lists them; ``addrs`` is (src, dst)."""
+    src, dst = addrs
+    if struct.unpack_from("!H", f, l4)[0] == SBFD_PORT:
+        return "sbfd_sport"
+    if not (_unicast(dst, v4) and _unicast(src, v4)):
+        return "sbfd_address"
+    ulen = struct.unpack_from("!H", f, l4 + 4)[0]
+    bfd = l4 + 8
+    if ulen < 8 or bfd + ulen - 8 > len(f) or ulen - 8 < 1:
+        return "sbfd_short"
+    pl = ulen - 8
+    if f[bfd] >> 5 != 1:
+        return "sbfd_version"
+    if pl < 24:
+        return "sbfd_short"
+    flags, mult, length = f[bfd + 1], f[bfd + 2], f[bfd + 3]
+    if length < (26 if flags & 0x04 else 24) or length > pl:
+        return "sbfd_length"
+    if mult == 0:
+        return "sbfd_detect_mult"
+    if flags & 0x01:
+        return "sbfd_multipoint"
+    my, your = struct.unpack_from("!II", f, bfd + 4)
+    if my == 0:
+        return "sbfd_my_discr"
+    if your == 0:
+        return "sbfd_your_discr_zero"
+    if your not in t.sbfd:
+        return "sbfd_unknown"
+    if flags & 0x04:
+        return "sbfd_auth"
+    return "sbfd_tx"

@@ -7,6 +7,7 @@ import ipaddress
 import pytest
 
 from xdp_bfd.cli import main, parse_args
+from xdp_bfd.core.config import ReflectorConfig
 from xdp_bfd.core.errors import EXIT_USAGE, UsageError
 from xdp_bfd.dplane.address import DplaneAddress, parse_dplane_address
 from xdp_bfd.dplane.peer import default_allowed
@@ -96,3 +97,24 @@ def test_usage_errors_exit_2_in_one_line(argv, capsys):
     assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("xdp-bfd: ") and err.count("\n") == 1, err
+
+
+def test_sbfd_reflector_takes_a_list_of_discriminators():
+    opts = parse_args(["--kernel-tx", "veth0", "--sbfd-reflector", "456,7"])
+    assert opts.sbfd_reflectors == (ReflectorConfig(456), ReflectorConfig(7))
+    assert parse_args(["--sessions", "s.yml"]).sbfd_reflectors == ()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--sbfd-reflector", "456"], "--sbfd-reflector is answered in XDP only: it needs --kernel-tx"),
+        (["--kernel-tx", "v", "--sbfd-reflector", "0"], "--sbfd-reflector: expected a discriminator"),
+        (["--kernel-tx", "v", "--sbfd-reflector", "1,,2"], "--sbfd-reflector: an empty discriminator"),
+        (["--kernel-tx", "v", "--sbfd-reflector", "3,3"], "discriminator 3 is already given by --sbfd"),
+    ],
+)
+def test_sbfd_reflector_usage_errors(argv, says):
+    with pytest.raises(UsageError) as e:
+        parse_args(argv)
+    assert says in str(e.value)

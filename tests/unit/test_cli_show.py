@@ -16,7 +16,7 @@ import pytest
 from xdp_bfd import cli
 from xdp_bfd.cli import main, parse_args
 from xdp_bfd.core.errors import EXIT_USAGE
-from xdp_bfd.stats import locate
+from xdp_bfd.stats import locate, show
 
 DOC = {
     "version": 1, "generated_at": 1764470000.5, "pid": 4242, "engine_version": "0.1.0", "kernel_tx": False,
@@ -129,3 +129,23 @@ def test_the_engines_own_command_line_is_unchanged():
     assert (a.dplane_mode, str(a.stats_dump)) == ("listen", "/run/xdp-bfd/stats.json")
     assert str(parse_args(["198.19.0.1", "198.19.0.2"]).stats_dump) == locate.DEFAULT_STATS_PATH
     assert main(["--dplane", "1", "show"]) == EXIT_USAGE  # not the subcommand: a stray positional
+
+
+def test_show_counters_lists_the_sbfd_reflector_per_discriminator():
+    doc = json.loads(json.dumps(DOC))
+    doc["counters"] |= {"sbfd_tx": 7, "drop": {"sbfd_unknown": 2}, "xdp_drop": {"sbfd_unknown": 2}}
+    doc["sbfd_reflector"] = {
+        "port": 7784,
+        "reflectors": [{"discr": 456, "state": "up", "min_rx_us": 3300, "rate_pps": 10000, "burst": 1000,
+                        "answered": 7, "rate_limited": 1, "last_answer_age_us": 2500}],
+    }  # fmt: skip
+    c = show.counters(doc)
+    assert c["fast_path"]["sbfd_tx"] == 7
+    assert c["drops"]["sbfd_unknown"] == {"total": 2, "xdp": 2}
+    assert c["sbfd_reflector"] == [
+        {"discr": 456, "state": "up", "answered": 7, "rate_limited": 1, "last_answer_age_us": 2500}
+    ]
+    text = show.format_counters(doc)
+    assert "S-BFD reflector (UDP 7784, answered in XDP)" in text
+    assert ["456", "up", "7", "1", "2.5ms"] in [line.split() for line in text.splitlines()]
+    assert show.counters(DOC)["sbfd_reflector"] is None  # no fast path, no reflector

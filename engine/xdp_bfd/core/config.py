@@ -1,5 +1,8 @@
 """The sessions file (contract in DESIGN.md): a YAML list, only ``local`` and ``peer`` required.
 
+An entry with ``sbfd_reflector`` instead is an S-BFD reflector discriminator
+(RFC 7880), answered entirely in XDP (docs/fastpath.md, "S-BFD reflector").
+
 Parsing is all-or-nothing: one bad entry rejects the whole file with one line
 naming the entry and the field, so a bad SIGHUP reload changes nothing.
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,88 @@ _INTS = {
 }
 _BOOLS = {"multihop": False, "passive": False, "shutdown": False, "demand": False}
 _KNOWN = {"local", "peer", "interface", "auth", *_INTS, *_BOOLS}
+
+
+# S-BFD reflector defaults. 3.3 ms is the fastest interval the tests prove; the
+# rate covers 30 initiators at 3.3 ms or 100 at 10 ms per discriminator, and
+# the burst (rate / 10: 100 ms of the rate) absorbs initiators that start together.
+SBFD_MIN_RX_US = 3300
+SBFD_RATE_PPS = 10_000
+DISCR_MAX = 0xFFFFFFFF
+_SBFD_INTS = {
+    "min_rx_us": (SBFD_MIN_RX_US, 1, 60_000_000),
+    "rate_pps": (SBFD_RATE_PPS, 1, 10_000_000),
+    "burst": (0, 0, 10_000_000),
+}
+_SBFD_STATES = ("up", "admin-down")
+_SBFD_KNOWN = {"sbfd_reflector", "state", *_SBFD_INTS}
+
+
+@dataclass(frozen=True)
+class ReflectorConfig:
+    """One S-BFD reflector discriminator (RFC 7880): what the XDP reflector answers for it."""
+
+    discr: int
+    admin_down: bool = False  # answer AdminDown (diag 7): the reflector is out of service and says so
+    min_rx_us: int = SBFD_MIN_RX_US  # the Required Min RX Interval we advertise to initiators
+    rate_pps: int = SBFD_RATE_PPS  # answers a second, across every initiator of this discriminator
+    burst: int = 0  # answers at once before the rate applies; 0: rate_pps / 10 (at least 1)
+
+    @property
+    def burst_packets(self) -> int:
+        return self.burst or max(1, self.rate_pps // 10)
+
+    def describe(self) -> str:
+        return f"S-BFD reflector {self.discr}"
+
+
+def parse_discr(text: Any, where: str) -> int:
+    """A discriminator: an integer 1-4294967295 (RFC 5880 §6.8.1: never 0)."""
+    if isinstance(text, bool) or not isinstance(text, int | str):
+        raise ConfigError(f"{where}: expected a discriminator 1-{DISCR_MAX}, got {text!r}")
+    try:
+        v = int(text)
+    except ValueError:
+        raise ConfigError(f"{where}: expected a discriminator 1-{DISCR_MAX}, got {text!r}") from None
+    if not 1 <= v <= DISCR_MAX:
+        raise ConfigError(f"{where}: expected a discriminator 1-{DISCR_MAX}, got {text!r}")
+    return v
+
+
+def reflector_from_dict(entry: dict, where: str) -> ReflectorConfig:
+    unknown = sorted(set(map(str, entry)) - _SBFD_KNOWN)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r} for an S-BFD reflector")
+    discr = parse_discr(entry["sbfd_reflector"], f"{where}.sbfd_reflector")
+    ints = {}
+    for name, (default, lo, hi) in _SBFD_INTS.items():
+        v = entry.get(name, default)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ConfigError(f"{where}.{name}: expected an integer {lo}-{hi}, got {v!r}")
+        ints[name] = v
+    state = entry.get("state", "up")
+    if state not in _SBFD_STATES:
+        raise ConfigError(f"{where}.state: expected one of {', '.join(_SBFD_STATES)}, got {state!r}")
+    return ReflectorConfig(discr=discr, admin_down=state == "admin-down", **ints)
+
+
+def check_reflectors(reflectors: list[tuple[ReflectorConfig, str]]) -> None:
+    """Each discriminator once: ``reflectors`` pairs each with where it was given."""
+    seen: dict[int, str] = {}
+    for r, where in reflectors:
+        if r.discr in seen:
+            raise ConfigError(
+                f"{where}: S-BFD reflector discriminator {r.discr} is already given by {seen[r.discr]}"
+            )
+        seen[r.discr] = where
+
+
+@dataclass(frozen=True)
+class SessionsFile:
+    """What a sessions file holds: sessions, and S-BFD reflector discriminators."""
+
+    sessions: list[SessionConfig] = field(default_factory=list)
+    reflectors: list[ReflectorConfig] = field(default_factory=list)
 
 
 def session_from_dict(entry: Any, where: str) -> SessionConfig:
@@ -170,6 +256,10 @@ def check_secret_mode(path: Path, mode: int, sessions: list[SessionConfig]) -> N
 
 
 def load_sessions(path: Path) -> list[SessionConfig]:
+    return load_config(path).sessions
+
+
+def load_config(path: Path) -> SessionsFile:
     text, mode = _read(path)
     try:
         data = yaml.safe_load(text)
@@ -180,17 +270,26 @@ def load_sessions(path: Path) -> list[SessionConfig]:
         problem = getattr(e, "problem", None) or type(e).__name__
         raise ConfigError(f"{path}:{at} not valid YAML ({problem})") from None
     if data is None:
-        return []
+        return SessionsFile()
     if not isinstance(data, list):
         raise ConfigError(f"{path}: expected a YAML list of sessions")
-    sessions = [session_from_dict(e, f"{path}[{i}]") for i, e in enumerate(data)]
+    sessions: list[tuple[int, SessionConfig]] = []
+    reflectors: list[tuple[ReflectorConfig, str]] = []
+    for i, item in enumerate(data):
+        where = f"{path}[{i}]"
+        if isinstance(item, dict) and "sbfd_reflector" in item:
+            reflectors.append((reflector_from_dict(item, where), where))
+        else:
+            sessions.append((i, session_from_dict(item, where)))
     seen: dict[tuple, int] = {}
-    for i, s in enumerate(sessions):
+    for i, s in sessions:
         key = s.key()
         if key in seen:
             raise ConfigError(
                 f"{path}[{i}]: same session as entry {seen[key]} (local, peer, interface, multihop)"
             )
         seen[key] = i
-    check_secret_mode(path, mode, sessions)
-    return sessions
+    check_reflectors(reflectors)
+    configs = [s for _i, s in sessions]
+    check_secret_mode(path, mode, configs)
+    return SessionsFile(configs, [r for r, _where in reflectors])

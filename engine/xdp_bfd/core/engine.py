@@ -21,7 +21,7 @@ from typing import Any
 from ..session import Rejected, RemoteParamsChanged, Session, SessionConfig, SessionKey, StateChanged
 from ..wire.control import CodecError, State, decode_control
 from .clock import now_us
-from .config import ConfigError, load_sessions
+from .config import ConfigError, ReflectorConfig, check_reflectors, load_config
 from .document import StatsDocument, file_writer
 from .errors import EngineError
 from .handoff import Handoff
@@ -45,8 +45,15 @@ class Engine:
         sessions_file: Path | None = None,
         demand_poll_us: int = 0,
         deadman_us: int = 0,
+        sbfd_cli: tuple[ReflectorConfig, ...] = (),
     ) -> None:
         self.stats_path = stats_path
+        # S-BFD reflector discriminators: the command line's, then the file's;
+        # the XDP reflector (fastpath.sbfd) answers them once reflector_sink is set.
+        self.sbfd_cli = sbfd_cli
+        self.reflectors: dict[int, ReflectorConfig] = {}
+        self.reflector_sink: Callable[[Mapping[int, ReflectorConfig]], None] | None = None
+        self.reflector_limit = 0
         self.sessions_file = sessions_file
         self.demand_poll_us = demand_poll_us
         self.rng = random.Random()
@@ -122,6 +129,47 @@ class Engine:
 
     def allocate_discr(self) -> int:
         return self.table.allocate_discr()
+
+    def discr_free(self, discr: int) -> bool:
+        return self.table.free(discr)
+
+    # -- S-BFD reflector discriminators ---------------------------------------------
+
+    def check_reflectors(
+        self, from_file: list[ReflectorConfig], where: str = ""
+    ) -> dict[int, ReflectorConfig]:
+        """The reflectors the command line and ``from_file`` give, or one line (EngineError) saying why not.
+
+        Nothing changes here: a reload checks everything before it touches anything.
+        """
+        given = [(r, "--sbfd-reflector") for r in self.sbfd_cli]
+        given += [(r, where or "the sessions file") for r in from_file]
+        try:
+            check_reflectors(given)
+        except ConfigError as e:
+            raise EngineError(str(e)) from None
+        if given and self.reflector_sink is None:
+            r, origin = given[0]
+            raise EngineError(
+                f"{origin}: S-BFD reflector {r.discr} is answered in XDP only; give --kernel-tx"
+            )
+        if self.reflector_limit and len(given) > self.reflector_limit:
+            raise EngineError(f"{len(given)} S-BFD reflector discriminators; at most {self.reflector_limit}")
+        for r, origin in given:
+            entry = self.table.sessions.get(r.discr)
+            if entry is not None:
+                raise EngineError(
+                    f"{origin}: S-BFD reflector discriminator {r.discr} is the local discriminator of "
+                    f"session {entry.session.config.describe()}; a reflector's must be no session's"
+                )
+        return {r.discr: r for r, _origin in given}
+
+    def set_reflectors(self, reflectors: dict[int, ReflectorConfig]) -> None:
+        """Reserve the discriminators (no new session takes one) and hand them to the XDP reflector."""
+        self.reflectors = reflectors
+        self.table.reserved = frozenset(reflectors)
+        if self.reflector_sink is not None:
+            self.reflector_sink(reflectors)
 
     def add_observer(self, observer: SessionObserver) -> None:
         self.observers.append(observer)
@@ -292,12 +340,22 @@ class Engine:
             log.info("reload: no --sessions file to reload")
             return
         try:
-            configs = load_sessions(self.sessions_file)
-        except ConfigError as e:
+            loaded = load_config(self.sessions_file)
+            reflectors = self.check_reflectors(loaded.reflectors, str(self.sessions_file))
+        except (ConfigError, EngineError) as e:
             log.error("reload: %s; keeping the running sessions unchanged", e)
             return
+        configs = loaded.sessions
+        # Reserved first: a session the file adds must not take a new reflector's discriminator.
+        self.table.reserved = frozenset(reflectors)
         self.apply_session_list(configs, "file")
-        log.info("reload: %s applied (%d sessions)", self.sessions_file, len(configs))
+        self.set_reflectors(reflectors)
+        log.info(
+            "reload: %s applied (%d sessions%s)",
+            self.sessions_file,
+            len(configs),
+            f", {len(reflectors)} S-BFD reflector discriminators" if reflectors else "",
+        )
 
     # -- stats (core.host.Stats) ---------------------------------------------------
 

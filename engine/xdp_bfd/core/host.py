@@ -133,6 +133,9 @@ class Sessions(Protocol):
 
     def allocate_discr(self) -> int: ...
 
+    def discr_free(self, discr: int) -> bool:
+        """No session has ``discr`` and no S-BFD reflector is configured with it."""
+
     def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> Entry: ...
 
     def update_session(self, discr: int, config: SessionConfig) -> None: ...

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 PORT_SINGLE_HOP = 3784
 PORT_MULTIHOP = 4784
 PORT_ECHO = 3785
+PORT_SBFD = 7784  # RFC 7881: S-BFD control packets to a reflector (answered in XDP only)
 # The operator manual keeps 65472-65535 free of ip_local_reserved_ports for us:
 # allocate from the top so the first 64 sessions land there, then go below.
 SOURCE_PORT_FIRST, SOURCE_PORT_LAST = 49152, 65535

@@ -14,14 +14,20 @@ class SessionTable:
     def __init__(self, rng: random.Random) -> None:
         self.sessions: dict[int, Entry] = {}
         self.by_key: dict[SessionKey, int] = {}
+        # S-BFD reflector discriminators: never a session's, so an initiator's
+        # frame names one thing only (the XDP reflector looks them up first).
+        self.reserved: frozenset[int] = frozenset()
         self._next_discr = rng.randrange(1, 1 << 31)
 
     def allocate_discr(self) -> int:
         while True:
             d = self._next_discr
             self._next_discr = self._next_discr % 0xFFFFFFFF + 1
-            if d not in self.sessions:
+            if self.free(d):
                 return d
+
+    def free(self, discr: int) -> bool:
+        return discr not in self.sessions and discr not in self.reserved
 
     def insert(self, entry: Entry) -> None:
         d = entry.session.local_discr

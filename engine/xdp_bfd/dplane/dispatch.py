@@ -153,8 +153,9 @@ class Dispatch:
             log.warning("dplane: session %s already comes from %s; ignored", describe(msg), other)
             return
         if discr is None:
-            # bfdd's id is our discriminator unless something else already uses it.
-            discr = msg.lid if msg.lid not in self.host.sessions else self.host.allocate_discr()
+            # bfdd's id is our discriminator unless something else already uses it
+            # (a session, or an S-BFD reflector: its discriminator is never a session's).
+            discr = msg.lid if self.host.discr_free(msg.lid) else self.host.allocate_discr()
         rec = DpSession(
             discr, config, min_echo_tx_us=msg.min_echo_tx, cbit=bool(msg.flags & SessionFlags.CBIT)
         )

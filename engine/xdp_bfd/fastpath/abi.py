@@ -74,6 +74,7 @@ _CFG = {
 }
 _EVENT = {"EXPIRED": "BFD_EV_EXPIRED", "POLL": "BFD_EV_POLL", "TICK_LOST": "BFD_EV_TICK_LOST"}
 _TICK = {"RUN": "BFD_TICK_RUN"}
+_SBFD = {"ACTIVE": "BFD_SBFD_ACTIVE"}
 _OWNER = {
     "PID": "BFD_OWNER_PID",
     "STATE": "BFD_OWNER_STATE",
@@ -96,6 +97,8 @@ _SIZES = {
     "tick_len_min": "BFD_TICK_LEN_MIN",
     "tick_watch_chunk": "BFD_TICK_WATCH_CHUNK",
     "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
+    "sbfd_max_reflectors": "BFD_SBFD_MAX_REFLECTORS",
+    "sbfd_port": "BFD_PORT_SBFD",
 }
 _PORTS = ("BFD_PORT_CONTROL", "BFD_PORT_MULTIHOP", "BFD_PORT_ECHO")
 
@@ -126,6 +129,7 @@ class Abi:
     tick_counters: tuple[str, ...]  # the tick program's, in index order (BFD_TICK_COUNTERS)
     CfgFlag: type[enum.IntFlag]  # struct bfd_cfg.flags
     TickFlag: type[enum.IntFlag]  # struct bfd_tick_cfg.flags
+    SbfdFlag: type[enum.IntFlag]  # struct bfd_sbfd_cfg.flags
     Event: type[enum.IntEnum]  # struct bfd_event.type
     Owner: type[enum.IntEnum]  # slots of the --pin owner record
     OwnerState: type[enum.IntEnum]  # its BFD_OWNER_STATE values
@@ -144,6 +148,8 @@ class Abi:
     tick_len_min: int
     tick_watch_chunk: int
     tick_watch_copies: int
+    sbfd_max_reflectors: int
+    sbfd_port: int  # RFC 7881's, restated for C: checked against netio by the unit tests
 
     def sweep_programs(self, sessions: int) -> int:
         """How many chained sweep programs cover ``sessions`` slots."""
@@ -190,7 +196,8 @@ def _parse(header: Path, text: str) -> Abi:
     counters = tuple(name for _idx, name in _COUNTER.findall(block.group(1))) if block else ()
     tblock = _TICK_COUNTERS.search(text)
     tick_counters = tuple(name for _idx, name in _COUNTER.findall(tblock.group(1))) if tblock else ()
-    wanted = [*_CFG.values(), *_EVENT.values(), *_TICK.values(), *_OWNER.values(), *_OWNER_STATE.values()]
+    wanted = [*_CFG.values(), *_EVENT.values(), *_TICK.values(), *_SBFD.values(), *_OWNER.values()]
+    wanted += _OWNER_STATE.values()
     wanted += [*_SIZES.values(), *_PORTS, *_RFC]
     missing = sorted({n for n in wanted if n not in consts})
     if not tblock:
@@ -218,6 +225,7 @@ def _parse(header: Path, text: str) -> Abi:
         tick_counters=tick_counters,
         CfgFlag=enum.IntFlag("CfgFlag", values(_CFG), module=__name__),
         TickFlag=enum.IntFlag("TickFlag", values(_TICK), module=__name__),
+        SbfdFlag=enum.IntFlag("SbfdFlag", values(_SBFD), module=__name__),
         Event=enum.IntEnum("Event", values(_EVENT), module=__name__),
         Owner=enum.IntEnum("Owner", values(_OWNER), module=__name__),
         OwnerState=enum.IntEnum("OwnerState", values(_OWNER_STATE), module=__name__),

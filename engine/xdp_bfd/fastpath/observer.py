@@ -286,6 +286,7 @@ class Offload:
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["tx_early"] = totals.pop("tx_early", 0)
         counters["spread"] = totals.pop("spread", 0)
+        counters["sbfd_tx"] = totals.pop("sbfd_tx", 0)  # S-BFD answers (fastpath.sbfd); its drops stay below
         # Kernel drops also on their own, so "died in XDP" stays provable.
         counters["xdp_drop"] = dict(totals)
         drops = counters["drop"]

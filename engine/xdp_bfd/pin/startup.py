@@ -27,6 +27,7 @@ from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
 from ..fastpath.loop import ShapedLoop, remove_loop
 from ..fastpath.observer import Offload
+from ..fastpath.sbfd import Reflector
 from ..session import SessionConfig
 from . import directory, fdpass, handover
 from . import state as handover_state
@@ -64,6 +65,7 @@ class Started:
     host: Host
     offload: Offload
     clock: Clock | None
+    reflector: Reflector
     state: handover_state.Handed | None = None
     predecessor: int | None = None
     # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on (empty outside one).
@@ -151,6 +153,8 @@ def start_fast_path(
         raise EngineError(str(e)) from None
     offload = Offload(host, fp)
     host.add_observer(offload)
+    # Configured by app once the sessions are known (their discriminators are checked against it).
+    reflector = Reflector(host, fp)
     clock = None
     if args.kernel_clock:
         try:
@@ -173,4 +177,4 @@ def start_fast_path(
         host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
-    return Started(host, offload, clock, handed, predecessor, marks)
+    return Started(host, offload, clock, reflector, handed, predecessor, marks)

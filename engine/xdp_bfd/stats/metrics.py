@@ -114,11 +114,14 @@ class StatsCollector(Collector):
         for reason, n in sorted(doc["counters"]["drop"].items()):
             drops.add_metric([reason], n)
         yield drops
-        for name in ("xdp_tx", "xdp_pass", "echo_tx", "tx_early", "spread"):
+        for name in ("xdp_tx", "xdp_pass", "echo_tx", "tx_early", "spread", "sbfd_tx"):
             if name in doc["counters"]:
                 yield CounterMetricFamily(
                     f"xdp_bfd_{name}", f"Fast-path verdicts: {name}", doc["counters"][name]
                 )
+        sbfd = doc.get("sbfd_reflector")
+        if sbfd is not None:
+            yield from _sbfd_families(sbfd)
         clock = doc.get("kernel_clock")
         if clock:
             ticks = CounterMetricFamily(
@@ -181,6 +184,28 @@ class StatsCollector(Collector):
                 buckets=buckets,
                 sum_value=lag["sum_us"] / 1e6,
             )
+
+
+def _sbfd_families(sbfd: dict[str, Any]) -> Iterator[Metric]:
+    """The S-BFD reflector, per discriminator (its rejects are in xdp_bfd_drops_total, sbfd_* reasons)."""
+    answered = CounterMetricFamily(
+        "xdp_bfd_sbfd_reflector_answered", "S-BFD packets answered in XDP, by reflector discriminator",
+        labels=["discr"],
+    )  # fmt: skip
+    limited = CounterMetricFamily(
+        "xdp_bfd_sbfd_reflector_rate_limited",
+        "S-BFD packets dropped by the discriminator's rate limit",
+        labels=["discr"],
+    )
+    up = GaugeMetricFamily(
+        "xdp_bfd_sbfd_reflector_up", "1 when the reflector answers Up, 0 AdminDown", labels=["discr"]
+    )
+    for r in sbfd["reflectors"]:
+        labels = [str(r["discr"])]
+        answered.add_metric(labels, r["answered"])
+        limited.add_metric(labels, r["rate_limited"])
+        up.add_metric(labels, int(r["state"] == "up"))
+    yield from (answered, limited, up)
 
 
 class MetricsHost(Loop, Stats, Protocol):

@@ -169,6 +169,7 @@ def counters(doc: dict[str, Any]) -> dict[str, Any]:
     xdp = doc.get("xdp") if isinstance(doc.get("xdp"), dict) else None
     dp = doc.get("dplane") if isinstance(doc.get("dplane"), dict) else None
     lag = doc.get("loop_lag") if isinstance(doc.get("loop_lag"), dict) else None
+    sbfd = doc.get("sbfd_reflector") if isinstance(doc.get("sbfd_reflector"), dict) else None
     out: dict[str, Any] = {
         "fast_path": {k: v for k, v in c.items() if _is_count(v)},
         "xdp_program": {k: xdp.get(k) for k in XDP_PROGRAM_KEYS if k in xdp} if xdp else None,
@@ -178,6 +179,13 @@ def counters(doc: dict[str, Any]) -> dict[str, Any]:
         },
         "dplane": {k: v for k, v in dp.items() if k not in DPLANE_IDENTITY} if dp else None,
         "loop_lag": None,
+        # Per reflector discriminator (fastpath.sbfd); None without the fast path.
+        "sbfd_reflector": [
+            {k: r.get(k) for k in ("discr", "state", "answered", "rate_limited", "last_answer_age_us")}
+            for r in sbfd.get("reflectors") or []
+        ]
+        if sbfd
+        else None,
         "sessions": [
             {
                 "peer": s.get("peer"),
@@ -233,6 +241,17 @@ def format_counters(doc: dict[str, Any], origin: str | None = None) -> str:
                 "loop lag",
                 {"runs": lag["count"], "max": fmt_age_us(lag["max_us"]), "mean": fmt_age_us(lag["mean_us"])},
             ),
+        ]
+    if c["sbfd_reflector"]:
+        refl = [
+            (str(r["discr"]), _dash(r["state"]), _dash(r["answered"]), _dash(r["rate_limited"]),
+             fmt_age_us(r["last_answer_age_us"]))
+            for r in c["sbfd_reflector"]
+        ]  # fmt: skip
+        out += ["", "S-BFD reflector (UDP 7784, answered in XDP)"]
+        out += [
+            "  " + line
+            for line in table(("DISCR", "STATE", "ANSWERED", "RATE LIMITED", "LAST"), refl).splitlines()
         ]
     out += ["", "per session"]
     rows: list[tuple[str, ...]] = [

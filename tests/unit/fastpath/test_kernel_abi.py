@@ -48,6 +48,10 @@ def test_counter_names_come_from_the_header_in_index_order():
     rules = {"ip_options", "ttl", "min_ttl", "version", "short", "length", "detect_mult", "multipoint"}
     rules |= {"my_discr", "your_discr", "your_discr_zero", "auth_unexpected", "auth_missing"}
     assert rules <= set(names), rules - set(names)
+    # The S-BFD reflector's rules have their own (docs/fastpath.md), never a session's.
+    sbfd = {"sport", "address", "short", "version", "length", "detect_mult", "multipoint", "my_discr"}
+    sbfd |= {"your_discr_zero", "unknown", "auth", "gated", "rate_limited"}
+    assert {f"sbfd_{r}" for r in sbfd} | {"sbfd_tx"} <= set(names)
 
 
 def test_constants():
@@ -206,6 +210,7 @@ def test_the_headers_rfc_values_are_the_codecs() -> None:
     )
     assert (c["BFD_CONTROL_LEN"], c["BFD_CONTROL_LEN_AUTH"]) == (control.MIN_LEN, control.MIN_LEN_AUTH)
     assert load_abi().ports == (netio.PORT_SINGLE_HOP, netio.PORT_MULTIHOP, netio.PORT_ECHO)
+    assert load_abi().sbfd_port == netio.PORT_SBFD == 7784  # RFC 7881
 
 
 @pytest.mark.parametrize(

@@ -236,3 +236,57 @@ def test_oracle_agrees_with_scapy_on_what_is_bfd(table):
         ip = pkt[IP] if IP in pkt else pkt[IPv6]
         assert pkt[UDP].dport in (3784, 4784, 3785), f.hex()
         assert ip.dst in (V4[0], V6[0], MH[0], AU[0]), f.hex()
+
+
+# --- the S-BFD reflector's rules --------------------------------------------------------
+
+SBFD_DISCR = 456
+
+
+def _sbfd(
+    path: tuple[str, str] = V4,
+    *,
+    sport: int = 49152,
+    src: str | None = None,
+    dst: str | None = None,
+    ttl: int = 255,
+    ip_options: bytes = b"",
+    **over: object,
+) -> bytes:
+    fields: dict = {"state": "down", "flags": "", "my_discr": PEER_DISCR, "your_discr": SBFD_DISCR}
+    fields.update(over)
+    local, peer = path
+    return udp_frame(
+        src_mac=MAC_P, dst_mac=MAC_D, src=src or peer, dst=dst or local, sport=sport, dport=7784,
+        ttl=ttl, ip_options=ip_options, payload=bfd_control(**fields),
+    )  # fmt: skip
+
+
+SBFD_VERDICTS = [
+    ("v4_request", _sbfd, "sbfd_tx"),
+    ("v6_request_poll", lambda: _sbfd(V6, state="up", flags="P"), "sbfd_tx"),
+    ("routed_ttl_64_from_3784", lambda: _sbfd(sport=3784, ttl=64, state="up"), "sbfd_tx"),
+    ("ip_options", lambda: _sbfd(ip_options=ip_nops(4)), "ip_options"),
+    ("from_7784", lambda: _sbfd(sport=7784), "sbfd_sport"),
+    ("to_multicast", lambda: _sbfd(dst="224.0.0.5"), "sbfd_address"),
+    ("from_v6_loopback", lambda: _sbfd(V6, src="::1"), "sbfd_address"),
+    ("version_2", lambda: _sbfd(version=2), "sbfd_version"),
+    ("length_23", lambda: _sbfd(length=23), "sbfd_length"),
+    ("detect_mult_0", lambda: _sbfd(detect_mult=0), "sbfd_detect_mult"),
+    ("m_bit", lambda: _sbfd(flags="M"), "sbfd_multipoint"),
+    ("my_discr_0", lambda: _sbfd(my_discr=0), "sbfd_my_discr"),
+    ("your_discr_0", lambda: _sbfd(your_discr=0), "sbfd_your_discr_zero"),
+    ("unknown", lambda: _sbfd(your_discr=SBFD_DISCR + 1), "sbfd_unknown"),
+    ("a_bit", lambda: _sbfd(flags="A", auth=auth_simple(1, b"secret")), "sbfd_auth"),
+]
+
+
+@pytest.mark.parametrize(("build", "want"), [v[1:] for v in SBFD_VERDICTS], ids=[v[0] for v in SBFD_VERDICTS])
+def test_oracle_sbfd_verdict(table, build, want):
+    table.sbfd.add(SBFD_DISCR)
+    assert kernel_verdict(build(), table) == want
+
+
+def test_oracle_passes_7784_while_no_reflector_is_configured(table):
+    assert kernel_verdict(_sbfd(), table) is None
+    assert kernel_verdict(_sbfd(sport=7784), table) is None

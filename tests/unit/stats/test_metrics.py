@@ -86,6 +86,28 @@ def test_the_kernel_clock_is_exposed_by_outcome_and_per_session():
     assert got[("xdp_bfd_session_kernel_clock", labels)] == 0.0
 
 
+def test_the_sbfd_reflector_is_exposed_per_discriminator_and_its_rejects_by_reason():
+    doc = _doc(None)
+    doc["counters"] = {"sbfd_tx": 12, "drop": {"sbfd_unknown": 2, "sbfd_rate_limited": 5}}
+    doc["sbfd_reflector"] = {
+        "port": 7784,
+        "reflectors": [
+            {"discr": 456, "state": "up", "answered": 12, "rate_limited": 5},
+            {"discr": 7, "state": "admin_down", "answered": 0, "rate_limited": 0},
+        ],
+    }
+    got = _exposed_labelled(doc)
+    assert got[("xdp_bfd_sbfd_reflector_answered_total", (("discr", "456"),))] == 12.0
+    assert got[("xdp_bfd_sbfd_reflector_rate_limited_total", (("discr", "456"),))] == 5.0
+    assert got[("xdp_bfd_sbfd_reflector_up", (("discr", "456"),))] == 1.0
+    assert got[("xdp_bfd_sbfd_reflector_up", (("discr", "7"),))] == 0.0
+    assert got[("xdp_bfd_sbfd_tx_total", ())] == 12.0
+    assert got[("xdp_bfd_drops_total", (("reason", "sbfd_unknown"),))] == 2.0
+    # Without the fast path there is no reflector, and no family for it.
+    doc.pop("sbfd_reflector")
+    assert not any(name.startswith("xdp_bfd_sbfd_reflector") for name, _ in _exposed_labelled(doc))
+
+
 def test_dplane_refused_is_absent_without_the_key():
     got = _exposed(_doc({"connected": True, "timers_reports": 0}))
     assert "xdp_bfd_dplane_refused_total" not in got
