@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -365,83 +364,3 @@ def _detect_while_stopped(fp: FastPair, w) -> None:
     print(f"\nkernel detection while stopped: {s['last_detection_us'] / 1e3:.2f} ms of silence")
     assert s["diag"] == "control_detection_time_expired"
     assert 30_000 < s["last_detection_us"] <= 37_000
-
-
-# The peer's Finals are held back on its egress (clsact, u32 on the BFD flags byte of an IPv4
-# packet to 3784: IHL 5, UDP at 20, flags at 29) so that our Poll lasts long enough to be seen.
-HOLD_FINALS = "u32 match ip protocol 17 0xff match ip dport 3784 0xffff match u8 0x10 0x10 at 29"
-
-
-def test_our_poll_is_carried_by_the_kernel(fast_pair, timing):
-    """Our own Poll (§6.5; a slower Desired Min TX, so the old rate holds until the Final)
-    repeats its P from the kernel until the peer's Final: userspace sends its first P only, and
-    the peer's packets are not passed up meanwhile (at scale, a Poll sent from userspace was
-    every session's bring-up cost)."""
-    fp = fast_pair()
-    fp.wait_offloaded()
-    sessions = Path(fp.args[fp.args.index("--sessions") + 1])
-    fp.p.run(["tc", "qdisc", "add", "dev", "veth-p", "clsact"])
-    fp.p.run(["tc", "filter", "add", "dev", "veth-p", "egress", "protocol", "ip", *HOLD_FINALS.split(),
-              "action", "drop"])  # fmt: skip
-    held = True
-    try:
-        with timing.window("our Poll, carried by the kernel", stall_ms=2 * INTERVAL_MS) as w:
-            before = fp.engine.session(fp.peer)
-            c0 = fp.engine.stats()["counters"]
-            downs = fp.frr_counters()["session-down"]
-            sessions.write_text(sessions.read_text().replace(f"min_tx_ms: {INTERVAL_MS}", "min_tx_ms: 20"))
-            fp.engine.signal(signal.SIGHUP)
-            first = fp.cap.wait_for(lambda p: p.src == fp.local and p.poll, timeout=5, what="our first P")
-            # 2 s of our Poll with every Final held back: 150 P or more at 10 ms.
-            wait_until(
-                lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts >= first.ts and p.poll]) >= 150,
-                timeout=10,
-                what="150 of our packets with P",
-            )
-            mid = fp.engine.session(fp.peer)
-            c1 = fp.engine.stats()["counters"]
-            pkts = [p for p in fp.cap.snapshot() if p.ts >= first.ts]
-            w.peer(fp.theirs(pkts), period_ms=INTERVAL_MS)
-            ours = fp.ours(pkts)
-            gaps = gap_stats(gaps_ms(ours))
-            print(
-                f"\nour Poll, Finals held: {len(ours)} of ours ({sum(p.poll for p in ours)} with P), "
-                f"user TX {mid['user_tx_packets'] - before['user_tx_packets']}, kernel TX "
-                f"{mid['kernel_tx_packets'] - before['kernel_tx_packets']}, passed up "
-                f"{c1['xdp_pass'] - c0['xdp_pass']}, gaps {gaps}"
-            )
-            # Every packet of ours carries P while the Poll is open, and all but the first left
-            # from the kernel; the peer's steady packets stayed there (what is passed up: the odd
-            # packet of FRR's that is not steady, never one per interval).
-            assert all(p.poll and not p.final for p in ours[:150])
-            assert mid["user_tx_packets"] - before["user_tx_packets"] <= 1
-            assert mid["kernel_tx_packets"] - before["kernel_tx_packets"] >= 140
-            assert c1["xdp_pass"] - c0["xdp_pass"] < 10
-            assert gaps.max < 3 * INTERVAL_MS
-            fp.p.run(["tc", "filter", "del", "dev", "veth-p", "egress"])
-            held = False
-            final = fp.cap.wait_for(
-                lambda p: p.src == fp.peer and p.final and p.ts > first.ts, timeout=5, what="FRR's Final"
-            )
-            # The Final ends the Poll: the next packets of ours carry no P, and it was all invisible to FRR.
-            wait_until(
-                lambda: (
-                    len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > final.ts + 0.005 and not p.poll])
-                    >= 20
-                ),
-                timeout=5,
-                what="20 of ours without P after the Final",
-            )
-            later = [p for p in fp.ours(fp.cap.snapshot()) if p.ts > final.ts + 0.005]
-            assert not [p for p in later if p.poll]
-            assert {p.desired_min_tx_us for p in later} == {20_000}
-            after = fp.engine.session(fp.peer)
-            assert (after["state"], after["flaps"], after["kernel_tx_active"]) == (
-                "up",
-                before["flaps"],
-                True,
-            )
-            assert fp.frr_counters()["session-down"] == downs
-    finally:
-        if held:
-            fp.p.run(["tc", "filter", "del", "dev", "veth-p", "egress"], check=False)
