@@ -418,8 +418,8 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 	udp->check = 0;
 	__builtin_memcpy(bfd, c->reply, sizeof(*bfd));
 	bfd->your_discr = peer_discr;
-	if (final)
-		bfd->flags |= BFD_FLAG_FINAL;
+	if (final)  /* never P and F together (RFC 5880 §6.5): our own Poll goes on in the next one */
+		bfd->flags = (bfd->flags & ~BFD_FLAG_POLL) | BFD_FLAG_FINAL;
 	/*
 	 * Frames from local senders on veth carry only a partial checksum: compute
 	 * it all, over the 8-byte UDP header and the 24 bytes of BFD (16 words;

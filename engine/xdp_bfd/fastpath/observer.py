@@ -122,7 +122,7 @@ class Offload:
     def _ktx_eligible(self, entry: Entry) -> bool:
         s = entry.session
         cfg = s.config
-        if not entry.offloaded or s.state != State.UP or s.poll_active or cfg.auth is not None:
+        if not entry.offloaded or s.state != State.UP or cfg.auth is not None:
             return False
         if cfg.demand or s.remote_demand or s.remote_min_rx_us == 0 or s.remote_discr == 0:
             return False
@@ -169,8 +169,12 @@ class Offload:
         if cfg.auth is not None:
             flags |= f.AUTH
         # The kernel answers only while Up and fills Your Discriminator from the
-        # peer's packet (so the reply stays right across a peer restart).
-        reply = encode_control(replace(s.current_packet(), state=State.UP, your_discr=0))
+        # peer's packet (so the reply stays right across a peer restart). During our
+        # own Poll every periodic packet carries P (§6.5); the peer's Final is not
+        # steady, so it reaches the session, which ends the Poll and this P with it.
+        reply = encode_control(
+            replace(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_active)
+        )
         expect = steady_template(entry.last_rx_raw, self.control_len)
         kcfg = {
             "flags": int(flags),

@@ -615,7 +615,12 @@ class Session:
         return not (self._remote_demand_active() and not self._poll_active)
 
     def _tx_external(self) -> bool:
-        return self.periodic_tx_external and self._state == State.UP and not self._poll_active
+        # Our own Poll's first P is ours (a Final counts only after it, §6.5); its repeats are
+        # the kernel's like any periodic packet (the fast path's template carries P), so a busy
+        # engine bringing up many sessions is not left to send every Poll's packets itself.
+        if not self.periodic_tx_external or self._state != State.UP:
+            return False
+        return not self._poll_active or self._poll_first_tx_us is not None
 
     def _jittered_interval(self) -> int:
         return jittered(self.tx_interval_us, self._config.detect_mult, self._rng)
