@@ -183,7 +183,10 @@ def rig(topo, frr_factory, engine_factory, capture_factory):
             r.engine.wait_log("dplane: listening on")
         if bfdd is not None:
             bfdd.start()
-            r.engine.wait_log("dplane: bfdd connected")
+            # Start-up, not a claim of the test: with --kernel-tx the engine compiles its
+            # programs first (5 s and more on a busy 2-vCPU machine), then connects and
+            # retries; 10 s ran out once on a loaded CI-kind machine.
+            r.engine.wait_log("dplane: bfdd connected", timeout=30)
         return r
 
     return make

@@ -25,7 +25,14 @@ from harness.wait import wait_until
 # clocked off them) reached 19-21 ms, and a rare longer one fired our
 # detection during a takeover (1 run in 4 of the clean-clone CI).
 DEADLINE = deadline_prefix(5000)
-N_SESSIONS = 64
+# 32 sessions: on the AMD EPYC machine kind (2026-12-02) FRR's bfdd did not hold 64 at 10 ms
+# through a successor's start, with 5 or 8 ms of every 10 reserved: sessions flapped at FRR as the
+# window opened, on the build that passed CI before as on this one (three attempts each, judged
+# "inconclusive" and then "too noisy"). Half the sessions halve the peer's load; 32 passed at the
+# first attempt with the peer's cadence within 10 ms, and a second run met a machine stalling
+# 16-50 ms (the reference witness) and was judged too noisy, as it should be. The takeover at 64
+# and 1024 sessions is bench/takeover.py's (the synthetic peer).
+N_SESSIONS = 32
 TAKEOVERS = 5
 DETECT_MS = 30  # 3 x 10 ms
 
@@ -52,8 +59,8 @@ def _addresses(i: int) -> tuple[str, str]:
 
 
 @pytest.fixture
-def lab64(topo, frr_factory, tmp_path):
-    """64 single-hop IPv4 sessions at 3x10 ms on one veth pair, FRR in p as the peer."""
+def lab_pin(topo, frr_factory, tmp_path):
+    """N_SESSIONS single-hop IPv4 sessions at 3x10 ms on one veth pair, FRR in p as the peer."""
     d, p = topo.namespace("d"), topo.namespace("p")
     topo.veth(d, "veth-d", p, "veth-p")
     lines = []
@@ -102,8 +109,8 @@ def _serving_all(eng) -> bool:
     return doc["sessions_up"] == N_SESSIONS and all(s["kernel_tx_active"] for s in doc["sessions"])
 
 
-def test_takeover_is_hitless_five_times(lab64, engine_factory, capture_factory, pin_dir, timing):
-    d, p, frr, sessions = lab64
+def test_takeover_is_hitless_five_times(lab_pin, engine_factory, capture_factory, pin_dir, timing):
+    d, p, frr, sessions = lab_pin
     args = [
         "--sessions",
         str(sessions),
@@ -116,7 +123,7 @@ def test_takeover_is_hitless_five_times(lab64, engine_factory, capture_factory, 
     ]
     eng = engine_factory(d, args)
     engines = [eng]
-    wait_until(lambda: _all_up(frr), timeout=30, what="64 sessions up at FRR")
+    wait_until(lambda: _all_up(frr), timeout=30, what=f"{N_SESSIONS} sessions up at FRR")
     wait_until(lambda: _serving_all(eng), timeout=15, what="kernel TX on every session")
     discrs = _discrs(eng)
     downs = _downs(frr)
