@@ -1,7 +1,11 @@
 """The software engine discards every malformed or misdirected control packet, and counts it.
 
 One live setup for the whole module: the engine in namespace d with an IPv4
-and an IPv6 session Up at 3x10 ms against FRR bfdd in namespace p. From p,
+and an IPv6 session Up at 3x50 ms against FRR bfdd in namespace p (the
+software engine is an ordinary process: at 3x10 ms one of this VM's 30-50 ms
+stalls flapped the session in a clean-clone CI run, and with the fixture
+shared by the module every later case failed on "undisturbed"; what the
+module proves is about rejected packets, not about timing). From p,
 frames built by ``harness.inject`` (every field chosen here, checksums by
 scapy) go out of the peer's interface, so they reach the engine exactly as
 the peer's own packets do. Each case sends ``N`` copies and then asserts:
@@ -38,7 +42,7 @@ from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
 from harness.wait import wait_until
 
-INTERVAL_MS = 10
+INTERVAL_MS = 50
 MULT = 3
 N = 3  # copies of every rejected packet
 SPORT = 49999  # source port of the injected packets under test
