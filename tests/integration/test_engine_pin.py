@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import signal
 import socket
+import time
 
 import pytest
 from test_dplane_frr import rig  # noqa: F401  (the fixture, shared with the dplane tests)
@@ -109,6 +110,25 @@ def _serving_all(eng) -> bool:
     return doc["sessions_up"] == N_SESSIONS and all(s["kernel_tx_active"] for s in doc["sessions"])
 
 
+def _settled(frr, eng, quiet_s: float = 3.0, timeout: float = 30.0) -> None:
+    """Every session Up at both ends, with no Down at FRR, for ``quiet_s`` in a row (bounded).
+
+    The window judges takeovers, not bring-up: on a slow machine a bring-up of many
+    sessions still flaps one now and then after the first all-Up, and a window opened
+    on it was judged inconclusive (the peer's slow rate after its Down, at +0.3 s).
+    """
+    deadline = time.monotonic() + timeout
+    downs, since = _downs(frr), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = _downs(frr)
+        if now != downs or not _all_up(frr) or not _serving_all(eng):
+            downs, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+    pytest.fail(f"bring-up never settled: no {quiet_s:g} s without a Down at FRR within {timeout:g} s")
+
+
 def test_takeover_is_hitless_five_times(lab_pin, engine_factory, capture_factory, pin_dir, timing):
     d, p, frr, sessions = lab_pin
     args = [
@@ -125,6 +145,7 @@ def test_takeover_is_hitless_five_times(lab_pin, engine_factory, capture_factory
     engines = [eng]
     wait_until(lambda: _all_up(frr), timeout=30, what=f"{N_SESSIONS} sessions up at FRR")
     wait_until(lambda: _serving_all(eng), timeout=15, what="kernel TX on every session")
+    _settled(frr, eng)
     discrs = _discrs(eng)
     downs = _downs(frr)
     # A machine (or an FRR peer) a detection time less one interval late
