@@ -45,7 +45,7 @@ class EngineProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def wait_log(self, text: str, *, timeout: float = 10.0) -> str:
+    def wait_log(self, text: str, *, timeout: float = 30.0) -> str:
         def probe() -> str | None:
             if self.proc is not None and self.proc.poll() is not None and text not in self.log():
                 raise AssertionError(

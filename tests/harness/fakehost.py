@@ -80,6 +80,7 @@ class FakeHost:
 
     def __init__(self) -> None:
         self.reflects_echo = False
+        self.stopping = False  # stop_pending(): a test sets it as SIGTERM would
         self.handoff = Handoff()
         self.now = 0  # the latest time the test ran the host at (µs, its own clock)
         self.rng = random.Random(0)
@@ -127,6 +128,9 @@ class FakeHost:
 
     def mark(self, phase: str) -> None:
         self.marks.append(phase)
+
+    def stop_pending(self) -> bool:
+        return self.stopping
 
     # -- Sessions --------------------------------------------------------------------
 

@@ -371,3 +371,31 @@ def test_takeover_with_bfdd_driving_is_hitless(rig, pin_dir, engine_factory, tim
         print(f"\nbfdd-driven takeover: {new.wait_log('pin: engine')}; worst gap in our TX {worst:.1f} ms")
         print("bfdd (controller) log during the takeover:\n" + r.bfdd.log()[log_mark:])
         assert worst < 3 * r.interval_ms
+
+
+@pytest.mark.parametrize("how", ["--pin", "--succeed"])
+def test_a_successor_stopped_while_compiling_leaves_the_old_engine_serving(
+    topo, engine_factory, pin_dir, how
+):
+    """A reload that gives up stops its successor, often mid-compile: the old engine must stay.
+
+    Seen in molecule's fleet: a compile slower than the reload's wait, the
+    reload's SIGTERM recorded during it, and the successor then took over
+    anyway and stopped, leaving the unit with no engine.
+    """
+    d, p = topo.namespace("d"), topo.namespace("p")
+    a, b = topo.veth(d, "veth-d", p, "veth-p")
+    args = [str(a.ip4), str(b.ip4), "--kernel-tx", "veth-d"]
+    old = engine_factory(d, [*args, "--pin", str(pin_dir)] if how == "--pin" else args)
+    old.wait_log("bfd: serving")
+    new = engine_factory(d, [*args, "--pin", str(pin_dir)] if how == "--pin" else [*args, how, str(old.pid)])
+    # Logged once its signal handlers are in place, just before the compile (seconds here).
+    new.wait_log("kernel-tx: dead-man gate")
+    new.signal(signal.SIGTERM)
+    assert new.wait_exit(timeout=60) != 0, new.log()
+    # The witness that the stop landed before the takeover and was acted on there.
+    assert "stopped before taking over: the running engine was not asked to leave" in new.log(), new.log()
+    assert old.proc.poll() is None, old.log()
+    assert "SIGUSR2" not in old.log() and "handed over" not in old.log(), old.log()
+    assert old.stats()["kernel_tx"] is True
+    assert old.stop() == 0, old.log()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.wait import wait_until
 from xdp_bfd.core import sched
 
 
@@ -47,3 +48,33 @@ def test_refusal_is_one_line_and_the_engine_keeps_serving(topo, engine_factory):
     doc = eng.stats()
     assert doc["sched"] == "other" and doc["sessions_configured"] == 1
     assert _policy(eng.pid) == 0
+
+
+def test_started_at_fifo_it_compiles_at_sched_other_and_comes_back(topo, engine_factory):
+    """As systemd starts the unit (CPUSchedulingPolicy=fifo): the compile must not run real-time."""
+    d, pair = _session(topo)
+    eng = engine_factory(d, [*pair, "--kernel-tx", "veth-d"], prefix=["chrt", "-f", "60"])
+    # Logged just before the compile, which takes seconds here: the policy is
+    # sampled there, a witness that must move from FIFO (1) to OTHER (0).
+    eng.wait_log("kernel-tx: dead-man gate")
+    samples: list[int] = []
+
+    def probe() -> bool:
+        samples.append(_policy(eng.pid))
+        return samples[-1] == 0 or "bfd: serving" in eng.log()
+
+    wait_until(probe, timeout=30, what="the compile")
+    assert 0 in samples, f"never seen at SCHED_OTHER during the compile: policies {sorted(set(samples))}"
+    eng.wait_log("sched: compiled at SCHED_OTHER, back at fifo 60")
+    eng.wait_log("bfd: serving")
+    assert _policy(eng.pid) == 1
+    assert eng.stats()["sched"] == "fifo 60"
+
+
+def test_started_at_fifo_without_a_way_back_it_stays_there(topo, engine_factory):
+    d, pair = _session(topo)
+    no_nice = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice"]
+    eng = engine_factory(d, [*pair, "--kernel-tx", "veth-d"], prefix=["chrt", "-f", "60", *no_nice])
+    eng.wait_log("sched: compiled at fifo 60 (could not come back from SCHED_OTHER)")
+    eng.wait_log("bfd: serving")
+    assert _policy(eng.pid) == 1 and not _cap_eff(eng.pid) & (1 << 23)

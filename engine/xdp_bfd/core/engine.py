@@ -103,6 +103,10 @@ class Engine:
     def mark(self, phase: str) -> None:
         self.reactor.mark(phase)
 
+    def stop_pending(self) -> bool:
+        r = self.reactor
+        return r.stop_requested or any(s in (signal.SIGTERM, signal.SIGINT) for s in r.pending_signals)
+
     # -- setup -----------------------------------------------------------------
 
     def open_receivers(self) -> None:

@@ -120,6 +120,14 @@ class Loop(Protocol):
     def mark(self, phase: str) -> None:
         """Time a phase of a takeover (nothing outside one)."""
 
+    def stop_pending(self) -> bool:
+        """Whether SIGTERM or SIGINT arrived, acted on or not.
+
+        A start-up checks it before it asks a running engine to leave: a stop
+        that came during the compile (a reload that gave up on us) must leave
+        the old engine serving, not take its place and then stop.
+        """
+
 
 class Sessions(Protocol):
     """The session table and the events of its sessions."""

@@ -22,12 +22,15 @@ it (before 4.13) get the plain reservation and a warning.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
 import os
 import platform
+import resource
 import struct
+from collections.abc import Iterator
 
 log = logging.getLogger("xdp_bfd")
 
@@ -136,3 +139,47 @@ def describe() -> str:
     if name in ("fifo", "rr"):
         return f"{name} {os.sched_getparam(0).sched_priority}"
     return name
+
+
+def _may_raise_to(priority: int) -> bool:
+    """Whether this thread could return to a real-time ``priority`` after leaving it."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/thread-self/status") as f:
+            eff = next(line for line in f if line.startswith("CapEff:"))
+        if int(eff.split()[1], 16) & (1 << CAP_SYS_NICE):
+            return True
+    soft, _hard = resource.getrlimit(resource.RLIMIT_RTPRIO)
+    return soft == resource.RLIM_INFINITY or soft >= priority
+
+
+@contextlib.contextmanager
+def outside_real_time(what: str) -> Iterator[None]:
+    """Run ``what`` (the compile) at SCHED_OTHER when started at SCHED_FIFO or RR, then return.
+
+    systemd starts the unit at FIFO (CPUSchedulingPolicy=). A compile there
+    holds a CPU ahead of every ordinary task for seconds, and ahead of the
+    engine it replaces, which runs at the same priority; and where real-time
+    time is budgeted (RT throttling, a container's cpu.rt_runtime_us) it runs
+    at that budget: 100 ms a second stretched compiles to 50-90 s in molecule.
+    Left as it is when the thread could not come back (no CAP_SYS_NICE, no
+    RLIMIT_RTPRIO): slow is better than losing the class.
+    """
+    policy = os.sched_getscheduler(0)
+    if policy not in (os.SCHED_FIFO, os.SCHED_RR):
+        yield
+        return
+    param = os.sched_getparam(0)
+    if not _may_raise_to(param.sched_priority):
+        log.info("sched: %s at %s (could not come back from SCHED_OTHER)", what, describe())
+        yield
+        return
+    was = describe()
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    try:
+        yield
+    finally:
+        try:
+            os.sched_setscheduler(0, policy, param)
+            log.info("sched: %s at SCHED_OTHER, back at %s", what, was)
+        except OSError as e:
+            log.warning("sched: cannot return to %s after %s: %s; running at SCHED_OTHER", was, what, e)

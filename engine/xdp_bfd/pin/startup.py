@@ -20,6 +20,7 @@ from ..core.errors import EngineError
 from ..core.handoff import DPLANE_CONNECTION
 from ..core.host import Host
 from ..core.notify import Notifier
+from ..core.sched import outside_real_time
 from ..fastpath import abi
 from ..fastpath.clock import Clock
 from ..fastpath.errors import KernelError
@@ -106,8 +107,16 @@ def start_fast_path(
     predecessor = None
     marks: list[tuple[str, int]] = []
     try:
-        fp = FastPath(args.deadman_us, pin=pin)
+        with outside_real_time("compiled"):
+            fp = FastPath(args.deadman_us, pin=pin)
         host.add_closer(fp.close)
+        if host.stop_pending() and (
+            succeed is not None or (plan is not None and plan.kind in ("takeover", "replace"))
+        ):
+            # Stopped while compiling (a reload that gave up on the wait): the
+            # running engine is left serving, never asked to leave by an engine
+            # about to stop.
+            raise EngineError("stopped before taking over: the running engine was not asked to leave")
         if succeed is not None:
             # Compiled and loaded while the old engine served; now it goes, and
             # systemd must see its main process change before that.
