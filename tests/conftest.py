@@ -19,7 +19,7 @@ from harness.capture import Capture
 from harness.engine import EngineProcess
 from harness.frr import Frr
 from harness.netns import Namespace, Topology
-from harness.witness import Inconclusive, Judge, ReferenceStream, Registry
+from harness.witness import Inconclusive, Judge, ReferenceStreams, Registry
 
 # Every timing window of the session, judged against the reference stream.
 WINDOWS = Registry()
@@ -94,11 +94,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
-def reference_stream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceStream]:
+def reference_stream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceStreams]:
     """The kernel-paced reference stream every timing window is judged against (witness.py)."""
     if os.geteuid() != 0:
         pytest.fail("the reference stream needs root (network namespaces)")
-    stream = ReferenceStream(tmp_path_factory.mktemp("witness"))
+    # One stream per CPU this process may run on (witness.py, ReferenceStreams).
+    stream = ReferenceStreams(tmp_path_factory.mktemp("witness"), os.sched_getaffinity(0))
     try:
         yield stream.start()
     finally:
@@ -106,7 +107,7 @@ def reference_stream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Refer
 
 
 @pytest.fixture
-def timing(request: pytest.FixtureRequest, reference_stream: ReferenceStream) -> Judge:
+def timing(request: pytest.FixtureRequest, reference_stream: ReferenceStreams) -> Judge:
     """Judge this test's timing windows: ``with timing.window(name, stall_ms=…):``."""
     return Judge(reference_stream, WINDOWS, request.node.nodeid)
 

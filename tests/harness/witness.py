@@ -12,7 +12,10 @@ the other end timestamps them in softirq (testbed.md). No userspace process
 has to be scheduled for a frame to flow; a feeder thread only keeps a reserve
 of minutes queued, so a starved test process does not starve the stream. When
 the stream shows a gap, the kernel (or the hypervisor under it) was late, and
-so was everything else on the machine in that moment.
+so was everything else on the machine in that moment. The qdisc's timer fires
+on one CPU, so there is one stream per CPU, its feeder pinned there
+(:class:`ReferenceStreams`): a stall of one CPU's softirq work delays only the
+packets that CPU handles.
 
 The peer's own transmit gaps are a second witness where the peer is not the
 code under test (real FRR): a peer that went quiet explains a Down without us.
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import socket
 import struct
 import subprocess
@@ -51,7 +55,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .netns import Namespace, Topology, entered
@@ -87,6 +91,7 @@ class Figures:
     max_gap_ms: float
     max_gap_at_s: float  # offset of the largest gap's end into the window
     late_gaps: int  # gaps of more than twice the period
+    cpu: int | None = None  # the CPU whose softirqs paced the stream, when it was pinned
 
     @property
     def stall_ms(self) -> float:
@@ -99,6 +104,7 @@ class Figures:
             f"at +{self.max_gap_at_s:.2f} s, period {self.period_ms:g}), "
             f"{self.frames}/{self.expected} frames in {self.seconds:.1f} s, "
             f"{self.late_gaps} gaps over {2 * self.period_ms:g} ms"
+            + (f" (CPU {self.cpu})" if self.cpu is not None else "")
         )
 
 
@@ -203,10 +209,17 @@ class UserspaceClock:
 
 
 class ReferenceStream:
-    """The kernel-paced reference: one per test session, shared by every window."""
+    """The kernel-paced reference: one per test session (per CPU), shared by every window.
 
-    def __init__(self, workdir: Path) -> None:
+    ``cpu``: the feeder runs pinned there, so the qdisc's watchdog timer (a
+    pinned softirq hrtimer, armed where the queue was last run) fires on that
+    CPU and the stream witnesses that CPU's softirq punctuality. Unpinned, it
+    witnesses whichever CPU the timer happened to land on.
+    """
+
+    def __init__(self, workdir: Path, *, cpu: int | None = None, userspace: bool = True) -> None:
         self.workdir = workdir
+        self.cpu = cpu
         self.topo = Topology()
         self.sent = 0
         self.started = 0.0
@@ -214,9 +227,10 @@ class ReferenceStream:
         self._feeder: threading.Thread | None = None
         self._cap: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
-        self._tail = _PcapTail(workdir / "reference.pcap")
+        suffix = "" if cpu is None else f"-cpu{cpu}"
+        self._tail = _PcapTail(workdir / f"reference{suffix}.pcap")
         self._lock = threading.Lock()
-        self.userspace = UserspaceClock(workdir / "userspace-lateness.txt")
+        self.userspace = UserspaceClock(workdir / "userspace-lateness.txt") if userspace else None
 
     def start(self) -> ReferenceStream:
         a, b = self.topo.namespace("wit-a"), self.topo.namespace("wit-b")
@@ -238,11 +252,13 @@ class ReferenceStream:
         sock.bind(("wit0", 0))
         self._sock = sock
         self.started = time.time()
-        self._top_up()
-        wait_until(lambda: len(self._tail.poll()) >= 3, timeout=5, what="the reference stream's first frames")
+        # The first frames are queued from the feeder, pinned: the queue's first
+        # run arms the watchdog on the CPU it runs on.
         self._feeder = threading.Thread(target=self._feed, name="witness-feeder", daemon=True)
         self._feeder.start()
-        self.userspace.start()
+        wait_until(lambda: len(self._tail.poll()) >= 3, timeout=5, what="the reference stream's first frames")
+        if self.userspace is not None:
+            self.userspace.start()
         return self
 
     def _capture(self, b: Namespace) -> None:
@@ -271,6 +287,9 @@ class ReferenceStream:
                 self.sent += 1
 
     def _feed(self) -> None:
+        if self.cpu is not None:
+            os.sched_setaffinity(0, {self.cpu})  # this thread only
+        self._top_up()
         while not self._stop.wait(TOP_UP_S):
             self._top_up()
 
@@ -294,10 +313,11 @@ class ReferenceStream:
                 interval=0.05,
                 what="the witness capture to pass the window's end",
             )
-        return gap_figures(self._tail.poll(), t0, t1)
+        return replace(gap_figures(self._tail.poll(), t0, t1), cpu=self.cpu)
 
     def close(self) -> None:
-        self.userspace.close()
+        if self.userspace is not None:
+            self.userspace.close()
         self._stop.set()
         if self._feeder is not None:
             self._feeder.join(timeout=5)
@@ -314,6 +334,36 @@ class ReferenceStream:
         if self._sock is not None:
             self._sock.close()
         self.topo.close()
+
+
+class ReferenceStreams:
+    """One reference stream per CPU: a window's figures are the worst CPU's.
+
+    A stall of one CPU's softirq work delays the packets that CPU handles and
+    none of the other's; one stream saw only its own CPU (docs/testing.md).
+    """
+
+    def __init__(self, workdir: Path, cpus: Iterable[int]) -> None:
+        cpus = sorted(cpus)
+        self.streams = [ReferenceStream(workdir, cpu=c, userspace=i == 0) for i, c in enumerate(cpus)]
+        clock = self.streams[0].userspace
+        assert clock is not None
+        self.userspace: UserspaceClock = clock
+
+    def start(self) -> ReferenceStreams:
+        for s in self.streams:
+            s.start()
+        return self
+
+    def alive(self) -> bool:
+        return all(s.alive() for s in self.streams)
+
+    def figures(self, t0: float, t1: float) -> Figures:
+        return max((s.figures(t0, t1) for s in self.streams), key=lambda f: f.stall_ms)
+
+    def close(self) -> None:
+        for s in self.streams:
+            s.close()
 
 
 @dataclass
@@ -410,7 +460,11 @@ class Judge:
     """Judges the timing windows of one test against the session's reference stream."""
 
     def __init__(
-        self, stream: ReferenceStream, registry: Registry, test: str, clock: Callable[[], float] = time.time
+        self,
+        stream: ReferenceStream | ReferenceStreams,
+        registry: Registry,
+        test: str,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.stream, self.registry, self.test, self.clock = stream, registry, test, clock
 
@@ -443,7 +497,8 @@ class Judge:
         w.t1 = self.clock()
         ref = self.stream.figures(*w.span())
         peer = w.peer_figures()
-        user = self.stream.userspace.lateness_ms(*w.span()) if userspace else None
+        clock = self.stream.userspace
+        user = clock.lateness_ms(*w.span()) if userspace and clock is not None else None
         stalled = (
             ref.stall_ms >= stall_ms
             or (peer is not None and peer.stall_ms >= stall_ms)

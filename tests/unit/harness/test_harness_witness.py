@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from harness.witness import ATTEMPTS, PERIOD_MS, Inconclusive, Registry, gap_figures
+from harness.witness import ATTEMPTS, PERIOD_MS, Inconclusive, ReferenceStreams, Registry, gap_figures
 from harness.witness import Judge as _Judge
 
 
@@ -126,3 +128,31 @@ def test_a_busy_machine_explains_an_ordinary_process_only_where_the_window_says_
     ktx = Judge(busy, reg, "ktx").window("kernel path", stall_ms=20)
     with pytest.raises(AssertionError, match="PRODUCT FAULT"), ktx:
         raise AssertionError("late")
+
+
+class CpuStamps(Stamps):
+    def __init__(self, cpu: int, hole_ms: float = 0.0) -> None:
+        super().__init__(hole_ms)
+        self.cpu = cpu
+
+    def figures(self, t0: float, t1: float):
+        return replace(super().figures(t0, t1), cpu=self.cpu)
+
+
+def _per_cpu(*streams: CpuStamps) -> ReferenceStreams:
+    composite = ReferenceStreams.__new__(ReferenceStreams)  # the streams made up here, not started
+    composite.streams = list(streams)  # type: ignore[assignment]
+    composite.userspace = streams[0]  # type: ignore[assignment]
+    return composite
+
+
+def test_a_stall_of_one_cpu_is_the_windows_stall_and_names_the_cpu():
+    both = _per_cpu(CpuStamps(0), CpuStamps(1, hole_ms=80))
+    fig = both.figures(1000.0, 1001.0)
+    assert fig.cpu == 1 and fig.stall_ms >= 70 and "(CPU 1)" in str(fig)
+    reg = Registry()
+    with pytest.raises(Inconclusive, match=r"\(CPU 1\)"):
+        _window(Judge(both, reg, "t"), fail=True)
+    # The same failure with both CPUs clean is ours.
+    with pytest.raises(AssertionError, match="PRODUCT FAULT"):
+        _window(Judge(_per_cpu(CpuStamps(0), CpuStamps(1)), Registry(), "t"), fail=True)
