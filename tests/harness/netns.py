@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 
 from pyroute2 import NetNS, netns
 
+from xdp_bfd.fastpath.loop import LOOP_A
+
 from .wait import wait_until
 
 PREFIX = "xbt-"
+TICK_LOOP = LOOP_A  # the engine's transmit-clock loop (fastpath/loop.py)
 CLONE_NEWNET = 0x40000000
 _counter = itertools.count(1)
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -75,6 +78,13 @@ def _kill_all(name: str, timeout: float = 5.0) -> None:
 
 def remove(name: str) -> None:
     _kill_all(name)
+    # An engine killed with its kernel clock running leaves the loop behind
+    # (by design: a --pin successor adopts it). Its frames in flight hold the
+    # socket that sent them, and the socket holds this namespace: deleted
+    # with the loop in it, the namespace is never freed and the frames
+    # circulate for the machine's lifetime, a softirq load on one CPU that
+    # every later timing test pays for. The loop goes first.
+    subprocess.run(["ip", "-n", name, "link", "del", TICK_LOOP], capture_output=True, check=False)
     with contextlib.suppress(FileNotFoundError, OSError):
         netns.remove(name)
 
