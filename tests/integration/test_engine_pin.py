@@ -204,11 +204,10 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         print(f"\ntakeover {n + 1}: old engine gone after {gone.group(1)} ms; worst gap in our TX "
               f"{worst:.1f} ms; {len(pkts)} packets captured")  # fmt: skip
         if faults:
-            # Judged over the whole takeover, not narrowed to the fault: here the
-            # witnesses miss a stall of one CPU's packet processing (XDP saw the
-            # peer silent for 56 ms while its TX gaps stayed under 24 ms and the
-            # reference stream's under 12 ms), and a narrowed window called that
-            # a product fault. The engine's and the peer's logs are printed.
+            # Judged over the whole takeover, not narrowed to the fault: narrowed,
+            # a stall of one CPU's packet processing that the single reference
+            # stream of the time missed (XDP saw the peer silent for 56 ms, its
+            # TX gaps under 24 ms) read as a product fault (docs/testing.md).
             _t0, _t1, what = min(faults)
             raise AssertionError(f"{len(faults)} session(s) failed; the first:\n{what}")
         assert _downs(frr) == downs
