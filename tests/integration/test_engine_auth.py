@@ -320,6 +320,10 @@ def forge_case(live: Live, name: str, reason: str, build) -> None:
     assert_undisturbed(live)
 
 
+# Software engines both sides: the forged packets must leave the session undisturbed, and a
+# machine (or either engine's process) stalled for the detection time less one interval
+# (3 x 200 ms - 200) explains a flap without them (a clean-clone run saw one).
+@pytest.mark.timing(stall_ms=2 * INJECT_INTERVAL_MS, userspace=True)
 @pytest.mark.parametrize("auth_name", ["keyed-sha1", "meticulous-keyed-md5"])
 def test_forged_packets_dropped_and_counted(topo, engine_factory, capture_factory, tmp_path, auth_name):
     auth_type = AUTH_TYPES[auth_name]
