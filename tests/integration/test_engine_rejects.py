@@ -23,6 +23,16 @@ the peer's own packets do. Each case sends ``N`` copies and then asserts:
   the engine must answer it, and that answer must be the only Final the
   engine sent since the case began (the engine handles packets in order, so
   a Final caused by a rejected packet would come before the marker's).
+
+"Undisturbed" is a timing claim (two ordinary processes must keep each
+other's 150 ms detection time), so each case is a timing window judged
+against the witnesses with the userspace one included: a flap while a
+witness stalled 100 ms is inconclusive, not a fault. One such flap (3x50 ms,
+a clean-clone CI run, 2026-12-02) had failed every later case too, all
+compared with the baseline the fixture took; now an inconclusive case moves
+the baseline on to the re-established sessions (:meth:`Live.rebase`), so its
+re-run and the cases after it are judged on their own, and the last test
+still accounts for every flap: each one was excused by a stalled witness.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from harness.frr import Frr, bfd_peer_block
 from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
 from harness.wait import wait_until
+from harness.witness import Inconclusive, Judge
 
 INTERVAL_MS = 50
 MULT = 3
@@ -49,6 +60,8 @@ SPORT = 49999  # source port of the injected packets under test
 MARKER_SPORT = 49998  # source port of the well-formed marker Polls
 FAMILIES = ("v4", "v6")
 UP_SINCE_SLACK_S = 0.005
+# A stall this long alone explains a Down at either end: detection time less one interval.
+STALL_MS = (MULT - 1) * INTERVAL_MS
 
 # Catch P and F control packets of both families, and every injected frame
 # (listed first, so that a truncated one is matched before any payload load).
@@ -75,11 +88,42 @@ class Live:
     engine: EngineProcess
     cap: Capture  # on a (veth-d)
     cap2: Capture  # on a2
-    baseline: dict[str, dict]  # family -> the session as first seen Up
+    baseline: dict[str, dict]  # family -> the session as last seen settled Up
+    all_up: Callable[[], dict | None]  # the engine's stats when both ends say Up, else None
+    frr_counts: dict[str, tuple[int, int]]  # family -> FRR's (session-up, session-down) at the baseline
+    excused: list[str]  # the flaps a stalled witness explained, one line each
 
     def session(self, stats: dict, family: str) -> dict:
         peer = addr(self.b, family)
         return next(s for s in stats["sessions"] if s["peer"] == peer)
+
+    def frr_counters(self) -> dict[str, tuple[int, int]]:
+        got = {c["peer"]: c for c in self.frr.counters()}
+        return {
+            fam: (got[addr(self.a, fam)]["session-up"], got[addr(self.a, fam)]["session-down"])
+            for fam in FAMILIES
+        }
+
+    def rebase(self, why: str) -> None:
+        """After an inconclusive window: wait for both ends Up again, and judge from there."""
+        stats = wait_until(self.all_up, timeout=20, interval=0.2, what="both sessions Up again at both ends")
+        for fam in FAMILIES:
+            s = self.session(stats, fam)
+            if s["flaps"] != self.baseline[fam]["flaps"]:
+                self.excused.append(f"{fam}: {s['flaps'] - self.baseline[fam]['flaps']} flap(s) in {why}")
+            self.baseline[fam] = s
+        self.frr_counts = self.frr_counters()
+
+
+@contextlib.contextmanager
+def judged(live: Live, timing: Judge, name: str) -> Iterator[None]:
+    """The body as one timing window; an inconclusive one moves the baseline (module docstring)."""
+    try:
+        with timing.window(name, stall_ms=STALL_MS, userspace=True):
+            yield
+    except Inconclusive:
+        live.rebase(name)
+        raise
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +190,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         cap2 = Capture(d, "veth-d2", work / "veth-d2.pcap", CAPTURE_FILTER).start()
         stack.callback(cap2.stop)
 
-        live = Live(d, p, a, b, a2, b2, frr, engine, cap, cap2, {})
+        live = Live(d, p, a, b, a2, b2, frr, engine, cap, cap2, {}, all_up, {}, [])
         for fam in FAMILIES:
             s = live.session(stats, fam)
             # The engine and FRR agree on who is who.
@@ -156,6 +200,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             assert s["local_discr"] == peer["remote-id"], (s, peer)
             assert s["flaps"] == 0 and s["up_since"] > 0 and s["drops"] == {}, s
             live.baseline[fam] = s
+        live.frr_counts = live.frr_counters()
+        assert live.frr_counts == {fam: (1, 0) for fam in FAMILIES}, live.frr_counts
         yield live
 
 
@@ -319,8 +365,13 @@ def assert_undisturbed(live: Live, stats: dict) -> None:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_positive_control_injected_poll_is_answered(live, family):
+def test_positive_control_injected_poll_is_answered(live, family, timing):
     """A genuine packet injected the same way IS accepted: injection reaches the engine at all."""
+    with judged(live, timing, f"positive control {family}"):
+        _positive_control(live, family)
+
+
+def _positive_control(live: Live, family: str) -> None:
     before = live.engine.stats()
     ctx = ctx_for(live, before, family)
     mark = len(live.cap.snapshot())
@@ -344,7 +395,12 @@ def test_positive_control_injected_poll_is_answered(live, family):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_rejected_and_counted(live, family, case):
+def test_rejected_and_counted(live, family, case, timing):
+    with judged(live, timing, f"{family} {case.name}"):
+        _rejected_and_counted(live, family, case)
+
+
+def _rejected_and_counted(live: Live, family: str, case: Case) -> None:
     before = live.engine.stats()
     ctx = ctx_for(live, before, family)
     payload = case.build(ctx)
@@ -400,10 +456,10 @@ def test_live_sessions_survived_everything(live):
     for fam in FAMILIES:
         peer = live.frr.peer(addr(live.a, fam))
         assert peer is not None and peer["status"] == "up", peer
-    counters = {c["peer"]: c for c in live.frr.counters()}
-    for fam in FAMILIES:
-        c = counters[addr(live.a, fam)]
-        assert (c["session-up"], c["session-down"]) == (1, 0), c
+    # FRR's own counts: (1, 0) unless a stalled witness excused a flap (printed).
+    assert live.frr_counters() == live.frr_counts, (live.frr_counters(), live.frr_counts, live.excused)
+    if live.excused:
+        print("\nflaps excused by a stalled witness: " + "; ".join(live.excused))
     log = live.engine.log()
     assert "internal error" not in log and "Traceback" not in log, log
     assert live.engine.proc is not None and live.engine.proc.poll() is None

@@ -43,11 +43,20 @@ XDP passed up exactly the frames that are not BFD and answered none.
 
 The last test checks that IPv6 BFD behind an extension header dies in XDP too
 (it once skipped the fast path and reached the engine's socket).
+
+"Undisturbed" is a timing claim: the kernel answers, but FRR's bfdd is an
+ordinary process with a 30 ms detection time. Each test that asserts it is a
+timing window (:func:`undisturbed_window`, the userspace witness included): a
+flap while a witness stalled 20 ms is inconclusive, and the baseline moves on
+to the re-established sessions (:meth:`Live.rebase`) so that the re-run and
+later tests are judged on their own, not all failed by one flap; the last
+test still accounts for every flap, each excused by a stalled witness.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import random
@@ -70,6 +79,7 @@ from harness.frr import Frr, bfd_peer_block
 from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
 from harness.wait import WaitTimeout, wait_until
+from harness.witness import Inconclusive, Judge
 from harness.xdp_oracle import KernelTable, kernel_verdict
 
 INTERVAL_MS = 10
@@ -144,6 +154,9 @@ class Live:
     baseline: dict[str, dict] = field(default_factory=dict)  # engine stats per session
     auth_baseline: dict = field(default_factory=dict)  # the engine-only auth session
     frr_baseline: dict[str, dict] = field(default_factory=dict)  # FRR's peer per session
+    all_up: Callable[[], dict | None] = lambda: None  # the stats when every session is Up at both ends
+    frr_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # FRR's (up, down) per session
+    excused: list[str] = field(default_factory=list)  # flaps a stalled witness explained
 
     def session(self, stats: dict, name: str) -> dict:
         s = self.sess[name]
@@ -155,6 +168,45 @@ class Live:
     def frr_peers(self) -> dict[str, dict]:
         got = {(p["peer"], bool(p.get("multihop"))): p for p in self.frr.peers()}
         return {n: got[(s.local, s.multihop)] for n, s in self.sess.items()}
+
+    def frr_counters(self) -> dict[str, tuple[int, int]]:
+        got = {(c["peer"], bool(c.get("multihop"))): c for c in self.frr.counters()}
+        return {
+            n: (got[(s.local, s.multihop)]["session-up"], got[(s.local, s.multihop)]["session-down"])
+            for n, s in self.sess.items()
+        }
+
+    def rebase(self, why: str) -> None:
+        """After an inconclusive window: wait for every session Up again, and judge from there."""
+        stats = wait_until(self.all_up, timeout=30, interval=0.2, what="every session Up again at both ends")
+        peers = self.frr_peers()
+        for n in SESSIONS:
+            s = self.session(stats, n)
+            if s["flaps"] != self.baseline[n]["flaps"]:
+                self.excused.append(f"{n}: {s['flaps'] - self.baseline[n]['flaps']} flap(s) in {why}")
+            self.baseline[n], self.frr_baseline[n] = s, peers[n]
+        self.frr_counts = self.frr_counters()
+
+
+# A stall this long alone explains a Down at either end: detection time less one interval.
+STALL_MS = (MULT - 1) * INTERVAL_MS
+
+
+def undisturbed_window(test: Callable[..., None]) -> Callable[..., None]:
+    """The test's body as one timing window (module docstring); it must take ``live`` and ``timing``."""
+
+    @functools.wraps(test)
+    def run(**kwargs: object) -> None:
+        live, timing = kwargs["live"], kwargs["timing"]
+        assert isinstance(live, Live) and isinstance(timing, Judge)
+        try:
+            with timing.window(test.__name__, stall_ms=STALL_MS, userspace=True):
+                test(**kwargs)
+        except Inconclusive:
+            live.rebase(test.__name__)
+            raise
+
+    return run
 
 
 def _add_addr(ns: Namespace, ifname: str, cidr: str) -> None:
@@ -255,6 +307,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         stack.callback(capm.stop)
 
         live = Live(d, p, a, b, frr, engine, cap, capm, d.index("veth-d"), sess, theirs, our_sport)
+        live.all_up = all_up
         # Kernel TX is live: every session's kernel count grows.
         second = wait_until(
             lambda: (
@@ -281,6 +334,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         au = live.auth_session(second)
         assert (au["state"], au["remote_discr"], au["drops"]) == ("down", 0, {}), au
         live.auth_baseline = au
+        live.frr_counts = live.frr_counters()
+        assert live.frr_counts == {n: (1, 0) for n in SESSIONS}, live.frr_counts
         yield live
 
 
@@ -434,7 +489,8 @@ def stats_when(live: Live, pred: Callable[[dict], bool], what: str) -> dict:
 
 
 @pytest.mark.parametrize("name", SESSIONS)
-def test_poll_is_answered_with_final_by_the_kernel(live, name):
+@undisturbed_window
+def test_poll_is_answered_with_final_by_the_kernel(live, timing, name):
     """A Poll copied from FRR's steady packet is answered at once, in XDP, with a Final."""
     s = live.sess[name]
     # The multihop one arrives at exactly the session's minimum TTL: accepted.
@@ -475,7 +531,8 @@ def test_poll_is_answered_with_final_by_the_kernel(live, name):
 
 
 @pytest.mark.parametrize("name", SESSIONS)
-def test_steady_copy_is_answered_by_the_kernel(live, name):
+@undisturbed_window
+def test_steady_copy_is_answered_by_the_kernel(live, timing, name):
     """FRR's own steady packet, copied and injected, is answered by XDP_TX.
 
     The fast path never answers faster than 0.75 x the interval, and FRR's own
@@ -528,7 +585,8 @@ def test_steady_copy_is_answered_by_the_kernel(live, name):
     assert_undisturbed(live, before, after)
 
 
-def test_back_to_back_copies_are_rate_limited(live):
+@undisturbed_window
+def test_back_to_back_copies_are_rate_limited(live, timing):
     """RFC 5880 §6.8.7: five copies in a burst get at most one reply; the rest count ``tx_early``."""
     s = live.sess["v4"]
     f = frame(live, "v4", live.steady["v4"].payload, sport=live.steady["v4"].sport, src_mac=MARKER_MAC)
@@ -556,7 +614,8 @@ def test_back_to_back_copies_are_rate_limited(live):
 
 
 @pytest.mark.parametrize("name", ["v4", "v6"])
-def test_echo_is_reflected_in_xdp(live, name):
+@undisturbed_window
+def test_echo_is_reflected_in_xdp(live, timing, name):
     """FRR's echo forms: IPv4 addressed to the sender itself, IPv6 addressed to us."""
     s = live.sess[name]
     # IPv4 echo travels src = dst = the sender; IPv6 comes to our address and goes back swapped.
@@ -585,7 +644,8 @@ def test_echo_is_reflected_in_xdp(live, name):
     assert_undisturbed(live, before, after)
 
 
-def test_vlan_tagged_poll_is_parsed_and_answered_with_its_tag(live):
+@undisturbed_window
+def test_vlan_tagged_poll_is_parsed_and_answered_with_its_tag(live, timing):
     """One 802.1Q tag: the parser looks past it, and the reply keeps it."""
     s = live.sess["v4"]
     before = live.engine.stats()
@@ -770,7 +830,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_rejected_in_xdp_and_counted(live, case):
+@undisturbed_window
+def test_rejected_in_xdp_and_counted(live, timing, case):
     ctx = ctx_of(live)
     f = case.build(live, ctx)
     before = live.engine.stats()
@@ -912,7 +973,8 @@ def pcap_records(path: Path) -> int:
     return n
 
 
-def test_bad_input_is_all_dropped_in_xdp(live, tmp_path):
+@undisturbed_window
+def test_bad_input_is_all_dropped_in_xdp(live, timing, tmp_path):
     """Seeded garbage on every BFD port: each frame is charged exactly where the rules say.
 
     The frames come from FUZZ_MAC, so a capture on veth-d (which sees only what
@@ -978,17 +1040,17 @@ def test_live_sessions_survived_everything(live):
     st = live.engine.stats()
     for n in SESSIONS:
         s, base = live.session(st, n), live.baseline[n]
+        # 0 flaps, unless a stalled witness excused one (printed below).
         assert (s["state"], s["flaps"], s["remote_discr"], s["kernel_tx_active"]) == (
             "up",
-            0,
+            base["flaps"],
             base["remote_discr"],
             True,
         )
     assert_frr_undisturbed(live)
-    counters = {(c["peer"], bool(c.get("multihop"))): c for c in live.frr.counters()}
-    for s in live.sess.values():
-        c = counters[(s.local, s.multihop)]
-        assert (c["session-up"], c["session-down"]) == (1, 0), c
+    assert live.frr_counters() == live.frr_counts, (live.frr_counters(), live.frr_counts, live.excused)
+    if live.excused:
+        print("\nflaps excused by a stalled witness: " + "; ".join(live.excused))
     log = live.engine.log()
     assert "Traceback" not in log and "internal error" not in log, log
     assert live.engine.proc is not None and live.engine.proc.poll() is None
