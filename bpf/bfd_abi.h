@@ -68,6 +68,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 #define BFD_CFG_DETECT 0x04   /* the sweep watches this session (Init or Up) */
 #define BFD_CFG_AUTH 0x08     /* packets must carry the A bit; never answered in the kernel */
 #define BFD_CFG_ECHO 0x10     /* reflect the peer's echo packets */
+#define BFD_CFG_FINAL 0x20    /* answer the peer's Poll with a Final from XDP (session Up) */
 
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
@@ -81,6 +82,18 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
  * call, and the engine loads ceil(sessions / BFD_SWEEP_CHUNK) of them.
  */
 #define BFD_SWEEP_CHUNK 512
+
+/*
+ * A packet for the engine's socket that repeats, byte for byte, one of the
+ * last two passed for the same session within this time is dropped in XDP
+ * (pass_repeat), while the kernel watches the session's silence: the engine
+ * has already been told, and the kernel stamped the packet as a sign of
+ * life. A peer answering each P of our Poll with an F, or repeating its own
+ * Poll, otherwise sends the engine one packet per interval per session until
+ * it has caught up (1024 sessions at 10 ms: 100 k/s). One copy per hold
+ * still goes up, in case the socket lost the first.
+ */
+#define BFD_PASS_HOLD_NS 250000000
 #define BFD_SWEEP_COPIES 8
 
 /*
@@ -94,6 +107,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(TX_EARLY, tx_early)             \
 	X(SPREAD, spread)                 \
 	X(EVENT_LOST, event_lost)         \
+	X(PASS_REPEAT, pass_repeat)       \
 	X(DROP_IP_OPTIONS, ip_options)    \
 	X(DROP_FRAGMENT, fragment)        \
 	X(DROP_TTL, ttl)                  \
@@ -178,6 +192,15 @@ struct bfd_state {
 	__u8 rx_eth[12];        /* that packet's destination and source MACs (ours, the peer's or its router's) */
 	__u8 rx_local[16];      /* the address it was sent to (ours), v4-mapped for IPv4 */
 	__u8 pad2[4];
+	/*
+	 * The last two distinct packets passed to the engine's socket, first 24
+	 * bytes, and when (BFD_PASS_HOLD_NS). Two: during our Poll a peer
+	 * alternates its periodic packet and its Final.
+	 */
+	__u64 passed_ns_a;
+	__u64 passed_ns_b;
+	__u8 passed_a[BFD_CONTROL_LEN];
+	__u8 passed_b[BFD_CONTROL_LEN];
 #ifdef BFD_TEST_LAYOUT_CHANGE
 	__u64 test_only;        /* tests build a changed layout with this (XDP_BFD_TEST_LAYOUT_CHANGE=1) */
 #endif

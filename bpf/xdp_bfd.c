@@ -431,6 +431,33 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 	return XDP_TX;
 }
 
+static __always_inline int same24(const __u32 *in, const __u8 *was8)
+{
+	const __u32 *was = (const __u32 *)was8;
+
+	return in[0] == was[0] && in[1] == was[1] && in[2] == was[2] && in[3] == was[3] && in[4] == was[4] &&
+	       in[5] == was[5];
+}
+
+/* BFD_PASS_HOLD_NS: 1 when this packet repeats one of the last two passed up, within the hold. */
+static __always_inline int repeats_passed(struct bfd_state *st, const struct bfd_ctrl *bfd, __u64 now)
+{
+	const __u32 *in = (const __u32 *)bfd;
+
+	if ((same24(in, st->passed_a) && now - st->passed_ns_a < BFD_PASS_HOLD_NS) ||
+	    (same24(in, st->passed_b) && now - st->passed_ns_b < BFD_PASS_HOLD_NS))
+		return 1;
+	/* The older slot takes it. Two CPUs may race here: the worst is one more copy passed up. */
+	if (st->passed_ns_a <= st->passed_ns_b) {
+		__builtin_memcpy(st->passed_a, bfd, BFD_CONTROL_LEN);
+		st->passed_ns_a = now;
+	} else {
+		__builtin_memcpy(st->passed_b, bfd, BFD_CONTROL_LEN);
+		st->passed_ns_b = now;
+	}
+	return 0;
+}
+
 static __always_inline int gate_open(__u64 now)
 {
 	__u32 zero = 0;
@@ -636,12 +663,12 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	__sync_fetch_and_add(&st->rx_packets, 1);
 	__sync_fetch_and_add(&st->rx_bytes, len);
 
-	if (!gate_open(now) || !(c->flags & BFD_CFG_KTX) || st->expired_epoch == c->epoch)
+	if (!gate_open(now) || !(c->flags & (BFD_CFG_KTX | BFD_CFG_FINAL)) || st->expired_epoch == c->epoch)
 		goto up;
 
 	const __u32 *in = (const __u32 *)bfd, *ex = (const __u32 *)c->expect;
-	int steady = in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] && in[3] == ex[3] && in[4] == ex[4] &&
-		     in[5] == ex[5];
+	int steady = (c->flags & BFD_CFG_KTX) && in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] &&
+		     in[3] == ex[3] && in[4] == ex[4] && in[5] == ex[5];
 	if (steady) {
 		/*
 		 * RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply
@@ -654,10 +681,16 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 			count(BFD_C_TX_EARLY);
 			return XDP_DROP;
 		}
-	} else if (!((flags & BFD_FLAG_POLL) && bfd_state(bfd) == BFD_STATE_UP)) {
+	} else if (!((flags & BFD_FLAG_POLL) && bfd_state(bfd) == BFD_STATE_UP && (c->flags & BFD_CFG_FINAL))) {
 		goto up;
 	} else {
-		/* A Poll while Up: answer with Final now, and tell the engine what it asked. */
+		/*
+		 * A Poll while Up: answer with Final now (§6.8.7: whatever the transmit
+		 * timer says), and tell the engine what it asked. Also for a session the
+		 * kernel does not clock: at bring-up every peer announces its fast rate
+		 * with a Poll, and left to userspace those Polls repeat at that rate
+		 * until answered (1024 sessions at 10 ms: 100 k/s).
+		 */
 		struct bfd_event ev = {};
 		ev.ifindex = p.key.ifindex;
 		ev.ttl = p.ttl;
@@ -673,6 +706,10 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	}
 	return r;
 up:
+	if ((c->flags & BFD_CFG_DETECT) && repeats_passed(st, bfd, now)) {
+		count(BFD_C_PASS_REPEAT);
+		return XDP_DROP;
+	}
 	count(BFD_C_XDP_PASS);
 	return XDP_PASS;
 }

@@ -240,6 +240,53 @@ def _asymmetric(fp: FastPair, before: dict, *, stop: bool, window=None) -> None:
     assert not [p for p in fp.theirs(pkts) if p.state != "up"]
 
 
+def test_peer_poll_is_answered_by_the_kernel_while_the_clock_sends(fast_pair, timing):
+    """The peer's Poll gets XDP's Final also where XDP does not answer the steady packets.
+
+    With the peer sending every 40 ms the kernel clock sends ours and XDP's
+    steady replies are off; the peer then announces 50 ms with a Poll. At
+    bring-up every peer announces its fast rate so, from a slow rate that
+    keeps XDP's replies off, and left to userspace those Polls repeat at the
+    new rate until answered (1024 sessions at 10 ms collapsed the engine).
+    """
+    fp = fast_pair()
+    fp.wait_offloaded()
+    with timing.window("peer's Poll while the kernel clock sends", stall_ms=2 * INTERVAL_MS) as w:
+        fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "transmit-interval 40", "exit", "exit")
+
+        def clocked() -> dict | None:
+            s = fp.engine.session(fp.peer)
+            return (
+                s
+                if not s["kernel_tx_active"] and s["kernel_clock"] and s["detect_time_us"] == 120_000
+                else None
+            )
+
+        mid = wait_until(clocked, timeout=5, what="XDP replies off, the kernel clock on, detection 3 x 40 ms")
+        mark = fp.cap.snapshot()[-1].ts
+        fp.frr.configure("bfd", f"peer {fp.local} interface veth-p", "transmit-interval 50", "exit", "exit")
+        poll = fp.cap.wait_for(
+            lambda p: p.src == fp.peer and p.poll and p.desired_min_tx_us == 50_000 and p.ts > mark,
+            timeout=5,
+            what="FRR's Poll announcing 50 ms",
+        )
+        final = fp.cap.wait_for(
+            lambda p: p.src == fp.local and p.final and p.ts >= poll.ts, timeout=5, what="our Final"
+        )
+        print(f"\nPoll -> Final on the wire: {(final.ts - poll.ts) * 1e6:.0f} us")
+        # The engine learned the Poll's values from XDP's event: detection 3 x 50 ms.
+        after = wait_until(
+            lambda: (s := fp.engine.session(fp.peer))["detect_time_us"] == 150_000 and s,
+            timeout=5,
+            what="detection time 150 ms",
+        )
+        w.peer([p for p in fp.theirs(fp.cap.snapshot()) if p.ts >= poll.ts], period_ms=50)
+        assert final.udp_csum_ok  # built by XDP: a full checksum
+        # Userspace sent nothing: the Final is XDP's (before, the engine answered: one user TX).
+        assert after["user_tx_packets"] == mid["user_tx_packets"], "userspace answered the Poll"
+        assert (after["state"], after["flaps"], after["kernel_tx_active"]) == ("up", mid["flaps"], False)
+
+
 def test_peer_killed_is_detected_by_the_sweep(fast_pair, timing):
     fp = fast_pair()
     fp.wait_offloaded()

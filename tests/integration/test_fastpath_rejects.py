@@ -61,6 +61,7 @@ import ipaddress
 import os
 import random
 import struct
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ from harness.netns import Link, Namespace, Topology
 from harness.wait import WaitTimeout, wait_until
 from harness.witness import Inconclusive, Judge
 from harness.xdp_oracle import KernelTable, kernel_verdict
+from xdp_bfd.fastpath import abi
 
 INTERVAL_MS = 10
 MULT = 3
@@ -583,6 +585,45 @@ def test_steady_copy_is_answered_by_the_kernel(live, timing, name):
     assert all_drops(after) == all_drops(before)
     assert after["counters"]["xdp_pass"] == before["counters"]["xdp_pass"]
     assert_undisturbed(live, before, after)
+
+
+@pytest.mark.parametrize("name", SESSIONS)
+@undisturbed_window
+def test_repeats_of_a_packet_passed_up_are_dropped_in_xdp(live, timing, name):
+    """A packet for the engine's socket goes up once; its repeats within the hold die in XDP.
+
+    FRR's steady packet with F and without P (a Final nobody asked for: not
+    steady, so it goes to the engine, which ignores it). ``N`` copies back to
+    back: one ``xdp_pass``, ``N - 1`` ``pass_repeat``. Once the hold
+    (BFD_PASS_HOLD_NS) is over, one more copy goes up again.
+    """
+    hold_s = abi.load().constants["BFD_PASS_HOLD_NS"] / 1e9
+    f = frame(live, name, genuine(live, name, flags="F"), sport=live.steady[name].sport)
+    before = live.engine.stats()
+    c0 = before["counters"]
+    t0 = time.monotonic()
+    assert send_frames(live.p, "veth-p", [f] * N) == N
+    after = stats_when(
+        live,
+        lambda st: (
+            st["counters"]["xdp_pass"] + st["counters"]["pass_repeat"]
+            >= c0["xdp_pass"] + c0["pass_repeat"] + N
+        ),
+        f"{N} copies passed or dropped as repeats",
+    )
+    sent_in = time.monotonic() - t0
+    c1 = after["counters"]
+    assert sent_in < hold_s, f"the check itself took {sent_in:.3f} s, longer than the hold"
+    assert (c1["xdp_pass"] - c0["xdp_pass"], c1["pass_repeat"] - c0["pass_repeat"]) == (1, N - 1)
+    assert all_drops(after) == all_drops(before), "a repeat is not a reject"
+    # The hold is over (a deadline, not a guess): the next copy goes up again.
+    wait_until(lambda: time.monotonic() - t0 > hold_s * 1.2, timeout=hold_s * 2, what="the hold to pass")
+    assert send_frames(live.p, "veth-p", [f]) == 1
+    again = stats_when(
+        live, lambda st: st["counters"]["xdp_pass"] > c1["xdp_pass"], "the copy after the hold"
+    )
+    assert again["counters"]["pass_repeat"] == c1["pass_repeat"]
+    assert_undisturbed(live, before, again)
 
 
 @undisturbed_window

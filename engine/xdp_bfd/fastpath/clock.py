@@ -64,6 +64,7 @@ class Tick:
     pkt: bytes = b""
     armed_ns: int = 0  # CLOCK_MONOTONIC when this generation's frame was sent in
     restarts: int = 0  # frames sent in again after a loss
+    class_ns: int = 0  # the period of the slot's htb class as last set, 0 when it has none
 
 
 class Clock:
@@ -115,6 +116,7 @@ class Clock:
             lengths=(int(c.len_min), int(c.len_max)),
             pkt=bytes(c.pkt),
             armed_ns=int(c.armed_ns),
+            class_ns=int(c.period_ns),  # the predecessor's class, left in place
         )
         if self.ticks[entry.slot].running:
             self.load += ticks_per_s(int(c.period_ns))
@@ -154,13 +156,20 @@ class Clock:
             return
         if not t.running or period_ns < t.period_ns:
             # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
-            self.loop.set_class(slot, period_ns, self.len_full, fresh=True)
+            # A stopped slot's class at this very period has no debt (its bucket refilled while idle):
+            # kept, a session that flaps costs no netlink round trips (two per re-Up, before; at
+            # 1024 sessions flapping they were most of the engine's CPU). A frame of the old
+            # generation still queued in it dies as stale.
+            if t.running or t.class_ns != period_ns:
+                self.loop.set_class(slot, period_ns, self.len_full, fresh=True)
+                t.class_ns = period_ns
             self.load += cost
             t.running, t.period_ns, t.lengths, t.pkt = True, period_ns, lengths, pkt
             self._start(slot, t)
         elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt:
             if period_ns != t.period_ns:
                 self.loop.set_class(slot, period_ns, self.len_full)
+                t.class_ns = period_ns
                 self.load += cost
             t.period_ns, t.lengths, t.pkt = period_ns, lengths, pkt
             self._write(slot, t)

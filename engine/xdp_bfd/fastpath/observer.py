@@ -162,6 +162,8 @@ class Offload:
         flags = f.ACTIVE
         if s.state == State.UP:
             flags |= f.ECHO  # a peer echoes only over an Up session
+            if cfg.auth is None and entry.offloaded:
+                flags |= f.FINAL  # the reply template is an Up packet: valid only now
         if ktx:
             flags |= f.KTX
         if detect:
@@ -285,6 +287,7 @@ class Offload:
         counters = doc["counters"]
         counters["xdp_tx"] = totals.pop("xdp_tx", 0)
         counters["xdp_pass"] = totals.pop("xdp_pass", 0)
+        counters["pass_repeat"] = totals.pop("pass_repeat", 0)  # not a reject: BFD_PASS_HOLD_NS
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["tx_early"] = totals.pop("tx_early", 0)
         counters["spread"] = totals.pop("spread", 0)

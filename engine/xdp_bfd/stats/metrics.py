@@ -114,7 +114,7 @@ class StatsCollector(Collector):
         for reason, n in sorted(doc["counters"]["drop"].items()):
             drops.add_metric([reason], n)
         yield drops
-        for name in ("xdp_tx", "xdp_pass", "echo_tx", "tx_early", "spread", "sbfd_tx"):
+        for name in ("xdp_tx", "xdp_pass", "pass_repeat", "echo_tx", "tx_early", "spread", "sbfd_tx"):
             if name in doc["counters"]:
                 yield CounterMetricFamily(
                     f"xdp_bfd_{name}", f"Fast-path verdicts: {name}", doc["counters"][name]

@@ -224,6 +224,31 @@ def test_down_and_removal_stop_the_clock_and_keep_the_generation() -> None:
     assert loop.injected[-1] == (3, 2)
 
 
+def test_a_session_back_up_at_its_period_keeps_its_class_and_starts_a_new_frame() -> None:
+    """A flap costs no netlink: the stopped slot's class (same period, no debt) is kept."""
+    clock, loop, cfg = _clock()
+    e = _entry()
+    _up(e)
+    clock.serviced(e)
+    assert loop.fresh == [True] and loop.injected == [(3, 1)]
+    for n in (2, 3):
+        e.session.detection_expired(100_000 * n)
+        clock.serviced(e)
+        assert cfg.data[3].flags == 0
+        _up(e)
+        clock.serviced(e)
+        # A new generation: a frame of the old one still queued in the class dies as stale.
+        assert loop.injected[-1] == (3, n) and cfg.data[3].gen == n
+    assert loop.fresh == [True] and loop.dropped == []
+    # At another period the class is made anew (its bucket is measured at the old rate).
+    e.session.detection_expired(400_000)
+    clock.serviced(e)
+    _up(e, desired_min_tx_us=20_000)
+    e.session._eff_tx_us = 20_000
+    clock.serviced(e)
+    assert loop.fresh == [True, True] and loop.classes[3] == 20_000_000
+
+
 @pytest.mark.parametrize(("mult", "high"), [(3, JITTER_HIGH), (1, JITTER_HIGH_MULT1)])
 def test_the_frame_lengths_keep_the_rfc_jitter_band(mult: int, high: float) -> None:
     clock, _loop, _cfg = _clock()

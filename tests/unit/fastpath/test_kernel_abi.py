@@ -380,6 +380,7 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
         ("#define BFD_CFG_KTX 0x02", "#define BFD_CFG_KTX 0x200"),
         ("#define BFD_CFG_DETECT 0x04", "#define BFD_CFG_DETECT 0x400"),
         ("#define BFD_CFG_ECHO 0x10", "#define BFD_CFG_ECHO 0x800"),
+        ("#define BFD_CFG_FINAL 0x20", "#define BFD_CFG_FINAL 0x1000"),
         ("#define BFD_EV_EXPIRED 1", "#define BFD_EV_EXPIRED 7"),
     )
     writes: list[dict] = []
@@ -396,7 +397,7 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     off.by_slot[0] = session.local_discr
     off._ktx_eligible = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
     off.serviced(entry)
-    assert writes[-1]["flags"] == 0x100 | 0x200 | 0x400 | 0x800
+    assert writes[-1]["flags"] == 0x100 | 0x200 | 0x400 | 0x800 | 0x1000
     out: dict = {}
     off.session_stats(entry, out, 0)
     assert out["kernel_tx_active"] is True
