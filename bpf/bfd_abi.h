@@ -82,6 +82,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
  * call, and the engine loads ceil(sessions / BFD_SWEEP_CHUNK) of them.
  */
 #define BFD_SWEEP_CHUNK 512
+#define BFD_SWEEP_COPIES 8
 
 /*
  * A packet for the engine's socket that repeats, byte for byte, one of the
@@ -94,7 +95,6 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
  * still goes up, in case the socket lost the first.
  */
 #define BFD_PASS_HOLD_NS 250000000
-#define BFD_SWEEP_COPIES 8
 
 /*
  * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in

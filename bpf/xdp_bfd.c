@@ -686,10 +686,10 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	} else {
 		/*
 		 * A Poll while Up: answer with Final now (§6.8.7: whatever the transmit
-		 * timer says), and tell the engine what it asked. Also for a session the
-		 * kernel does not clock: at bring-up every peer announces its fast rate
-		 * with a Poll, and left to userspace those Polls repeat at that rate
-		 * until answered (1024 sessions at 10 ms: 100 k/s).
+		 * timer says), and tell the engine what it asked. Also for a session
+		 * whose steady packets XDP does not answer: at bring-up every peer
+		 * announces its fast rate with a Poll, and left to userspace those
+		 * Polls repeat at that rate until answered (docs/fastpath.md).
 		 */
 		struct bfd_event ev = {};
 		ev.ifindex = p.key.ifindex;

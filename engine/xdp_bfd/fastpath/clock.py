@@ -157,9 +157,9 @@ class Clock:
         if not t.running or period_ns < t.period_ns:
             # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
             # A stopped slot's class at this very period has no debt (its bucket refilled while idle):
-            # kept, a session that flaps costs no netlink round trips (two per re-Up, before; at
-            # 1024 sessions flapping they were most of the engine's CPU). A frame of the old
-            # generation still queued in it dies as stale.
+            # kept, a session that flaps costs no netlink round trips, which at scale are what a
+            # flap costs the engine most (docs/benchmarks.md). A frame of the old generation still
+            # queued in it dies as stale.
             if t.running or t.class_ns != period_ns:
                 self.loop.set_class(slot, period_ns, self.len_full, fresh=True)
                 t.class_ns = period_ns
