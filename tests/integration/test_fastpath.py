@@ -244,10 +244,11 @@ def test_peer_poll_is_answered_by_the_kernel_while_the_clock_sends(fast_pair, ti
     """The peer's Poll gets XDP's Final also where XDP does not answer the steady packets.
 
     With the peer sending every 40 ms the kernel clock sends ours and XDP's
-    steady replies are off; the peer then announces 50 ms with a Poll. At
-    bring-up every peer announces its fast rate so, from a slow rate that
-    keeps XDP's replies off, and left to userspace those Polls repeat at the
-    new rate until answered (1024 sessions at 10 ms collapsed the engine).
+    steady replies are off; the peer then announces 50 ms with a Poll. The
+    same happens at bring-up: every peer announces its fast rate with a Poll
+    while XDP's replies are still off for it (the engine learned its slow
+    rate from its Init), and left to userspace those Polls repeat at the new
+    rate until answered (docs/fastpath.md, bring-up at scale).
     """
     fp = fast_pair()
     fp.wait_offloaded()
