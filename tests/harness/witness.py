@@ -473,7 +473,14 @@ class Judge:
         return len(self.registry.streak.get(self.test, [])) + 1
 
     @contextlib.contextmanager
-    def window(self, name: str, *, stall_ms: float, userspace: bool = False) -> Iterator[Window]:
+    def window(
+        self,
+        name: str,
+        *,
+        stall_ms: float,
+        userspace: bool = False,
+        on_inconclusive: Callable[[], None] | None = None,
+    ) -> Iterator[Window]:
         """Run the body as a timing window.
 
         ``stall_ms``: a stall this long (a witness's frame this much later
@@ -486,6 +493,9 @@ class Judge:
         mistaken for lateness. ``userspace``: the code under test is an
         ordinary process that makes no claim about a busy machine, so the
         userspace witness being as late as ``stall_ms`` explains a failure too.
+        ``on_inconclusive``: called before :class:`Inconclusive` is raised, for
+        a test whose later windows share state with this one (a module's
+        live sessions) and must not be judged against what the stall left.
         """
         w = Window(name, stall_ms)
         w.t0 = self.clock()
@@ -532,6 +542,8 @@ class Judge:
             ) from failure
         r = record("inconclusive")
         self.registry.streak.setdefault(self.test, []).append(r)
+        if on_inconclusive is not None:
+            on_inconclusive()
         raise Inconclusive(
             f"INCONCLUSIVE window '{name}' (re-run follows): a witness stalled\n  {r.line()}\n  {failure}"
         ) from failure

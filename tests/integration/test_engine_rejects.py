@@ -51,7 +51,7 @@ from harness.frr import Frr, bfd_peer_block
 from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
 from harness.wait import wait_until
-from harness.witness import Inconclusive, Judge
+from harness.witness import Judge
 
 INTERVAL_MS = 50
 MULT = 3
@@ -114,16 +114,11 @@ class Live:
             self.baseline[fam] = s
         self.frr_counts = self.frr_counters()
 
-
-@contextlib.contextmanager
-def judged(live: Live, timing: Judge, name: str) -> Iterator[None]:
-    """The body as one timing window; an inconclusive one moves the baseline (module docstring)."""
-    try:
-        with timing.window(name, stall_ms=STALL_MS, userspace=True):
-            yield
-    except Inconclusive:
-        live.rebase(name)
-        raise
+    def window(self, timing: Judge, name: str) -> contextlib.AbstractContextManager:
+        """The body as one timing window; an inconclusive one moves the baseline (module docstring)."""
+        return timing.window(
+            name, stall_ms=STALL_MS, userspace=True, on_inconclusive=lambda: self.rebase(name)
+        )
 
 
 @pytest.fixture(scope="module")
@@ -367,7 +362,7 @@ def assert_undisturbed(live: Live, stats: dict) -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_positive_control_injected_poll_is_answered(live, family, timing):
     """A genuine packet injected the same way IS accepted: injection reaches the engine at all."""
-    with judged(live, timing, f"positive control {family}"):
+    with live.window(timing, f"positive control {family}"):
         _positive_control(live, family)
 
 
@@ -396,7 +391,7 @@ def _positive_control(live: Live, family: str) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_rejected_and_counted(live, family, case, timing):
-    with judged(live, timing, f"{family} {case.name}"):
+    with live.window(timing, f"{family} {case.name}"):
         _rejected_and_counted(live, family, case)
 
 

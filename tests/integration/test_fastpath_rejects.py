@@ -80,7 +80,7 @@ from harness.frr import Frr, bfd_peer_block
 from harness.inject import auth_simple, bfd_control, send_frames, udp_frame
 from harness.netns import Link, Namespace, Topology
 from harness.wait import WaitTimeout, wait_until
-from harness.witness import Inconclusive, Judge
+from harness.witness import Judge
 from harness.xdp_oracle import KernelTable, kernel_verdict
 from xdp_bfd.fastpath import abi
 
@@ -201,12 +201,11 @@ def undisturbed_window(test: Callable[..., None]) -> Callable[..., None]:
     def run(**kwargs: object) -> None:
         live, timing = kwargs["live"], kwargs["timing"]
         assert isinstance(live, Live) and isinstance(timing, Judge)
-        try:
-            with timing.window(test.__name__, stall_ms=STALL_MS, userspace=True):
-                test(**kwargs)
-        except Inconclusive:
-            live.rebase(test.__name__)
-            raise
+        name = test.__name__
+        with timing.window(
+            name, stall_ms=STALL_MS, userspace=True, on_inconclusive=lambda: live.rebase(name)
+        ):
+            test(**kwargs)
 
     return run
 

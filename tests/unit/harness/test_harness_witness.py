@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 import pytest
@@ -78,6 +79,21 @@ def test_a_failure_while_the_reference_stalled_is_inconclusive_then_too_noisy():
     assert not isinstance(exc.value, Inconclusive)
     assert [r.verdict for r in reg.records] == ["inconclusive", "inconclusive", "too noisy"]
     assert exc.value.args[0].count("attempt") == ATTEMPTS  # every window's figures
+
+
+def _calls_on_inconclusive(stamps: Stamps, fail: bool) -> list[str]:
+    calls: list[str] = []
+    judge = Judge(stamps, Registry(), "t")
+    window = judge.window("w", stall_ms=30, on_inconclusive=lambda: calls.append("rebase"))
+    with contextlib.suppress(AssertionError, Inconclusive), window:
+        assert not fail, "we were late"
+    return calls
+
+
+def test_on_inconclusive_runs_for_an_inconclusive_window_only():
+    assert _calls_on_inconclusive(Stamps(), fail=False) == []  # pass
+    assert _calls_on_inconclusive(Stamps(), fail=True) == []  # product fault
+    assert _calls_on_inconclusive(Stamps(hole_ms=45), fail=True) == ["rebase"]
 
 
 def test_a_stall_shorter_than_the_bound_leaves_the_verdict_to_us():
