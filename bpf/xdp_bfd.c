@@ -431,6 +431,7 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 	return XDP_TX;
 }
 
+/* Two 24-byte control packets, word by word: the caller has bounds-checked the packet side. */
 static __always_inline int same24(const __u32 *in, const __u8 *was8)
 {
 	const __u32 *was = (const __u32 *)was8;
@@ -666,9 +667,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	if (!gate_open(now) || !(c->flags & (BFD_CFG_KTX | BFD_CFG_FINAL)) || st->expired_epoch == c->epoch)
 		goto up;
 
-	const __u32 *in = (const __u32 *)bfd, *ex = (const __u32 *)c->expect;
-	int steady = (c->flags & BFD_CFG_KTX) && in[0] == ex[0] && in[1] == ex[1] && in[2] == ex[2] &&
-		     in[3] == ex[3] && in[4] == ex[4] && in[5] == ex[5];
+	int steady = (c->flags & BFD_CFG_KTX) && same24((const __u32 *)bfd, c->expect);
 	if (steady) {
 		/*
 		 * RFC 5880 §6.8.7: never faster than 0.75 x the interval; an early reply
