@@ -104,6 +104,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(XDP_TX, xdp_tx)                 \
 	X(XDP_PASS, xdp_pass)             \
 	X(ECHO_TX, echo_tx)               \
+	X(ECHO_RX, echo_rx)               \
 	X(TX_EARLY, tx_early)             \
 	X(SPREAD, spread)                 \
 	X(EVENT_LOST, event_lost)         \
@@ -125,6 +126,8 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(DROP_AUTH_UNEXPECTED, auth_unexpected) \
 	X(DROP_AUTH_MISSING, auth_missing) \
 	X(DROP_ECHO_UNKNOWN, echo_unknown) \
+	X(DROP_ECHO_FOREIGN, echo_foreign) \
+	X(DROP_ECHO_STALE, echo_stale)    \
 	X(SBFD_TX, sbfd_tx)               \
 	X(DROP_SBFD_SPORT, sbfd_sport)    \
 	X(DROP_SBFD_ADDRESS, sbfd_address) \
@@ -157,6 +160,43 @@ struct bfd_key {
 struct bfd_echo_key {
 	__u8 peer[16];
 	__u32 ifindex;
+};
+
+/*
+ * Our own echo (RFC 5880 §6.4; docs/fastpath.md, "Echo originator"): the
+ * engine sends it addressed to ourselves at the peer's MAC, the peer's
+ * forwarding plane sends it back, and XDP stamps the return into
+ * echo_rtt[slot] and drops it. The payload is ours to define (§6.4): 24 bytes,
+ * starting with a word FRR's echo (version 1, length 24) never starts with.
+ */
+#define BFD_ECHO_MAGIC 0x58424645   /* "XBFE" */
+#define BFD_ECHO_LEN 24
+#define BFD_ECHO_RING 64            /* the last returns kept per session: a power of two */
+#define BFD_ECHO_MAX_RTT_NS 10000000000  /* older than 10 s (or from the future): stale */
+struct bfd_echo_probe {
+	__be32 magic;
+	__be32 discr;           /* our discriminator of the session: its slot via by_discr */
+	__be32 seq;             /* from 1, per generation */
+	__be32 gen;             /* echo_rtt[slot].gen when it was sent */
+	__be64 tx_ns;           /* CLOCK_MONOTONIC (bpf_ktime_get_ns) when it was sent */
+};
+_Static_assert(sizeof(struct bfd_echo_probe) == BFD_ECHO_LEN, "an echo probe is 24 bytes");
+
+struct bfd_echo_ret {
+	__u32 seq;              /* 0: empty (sequence numbers start at 1) */
+	__u32 rtt_us;
+};
+
+/* Written by the engine when it (re)starts a session's echo, by XDP for each return. */
+struct bfd_echo_rtt {
+	__u32 gen;              /* returns of another generation are stale */
+	__u32 last_seq;
+	__u64 returned;
+	__u64 rtt_sum_ns;
+	__u64 rtt_min_ns;       /* the engine starts it at all ones */
+	__u64 rtt_max_ns;
+	__u64 last_ns;          /* when the last return came in */
+	struct bfd_echo_ret ring[BFD_ECHO_RING];  /* at seq % BFD_ECHO_RING: the engine judges loss from it */
 };
 
 /* What the engine decides for a session. Written by userspace only. */

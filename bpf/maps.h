@@ -27,6 +27,7 @@ BFD_TABLE("hash", __u32, __u32, by_discr, BFD_MAX_SESSIONS);
 BFD_TABLE("hash", struct bfd_echo_key, __u32, echo_peers, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_cfg, slot_cfg, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS);
+BFD_TABLE("array", __u32, struct bfd_echo_rtt, echo_rtt, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_gate, gate, 1);
 BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
 BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS);

@@ -315,12 +315,65 @@ static __always_inline void swap_macs(struct ethhdr *eth)
 	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
 }
 
-/* Echo: reflect for a session we hold, at layer 2 (IPv4 self-addressed) or layer 3 (FRR's IPv6). */
+/*
+ * One of our own echoes, back from the peer's forwarding plane: stamped into
+ * echo_rtt and dropped (it has done its work). It must come addressed to
+ * ourselves, to the address and on the interface the session's peer uses.
+ */
+static __always_inline int echo_return(struct parsed *p, const struct bfd_echo_probe *e)
+{
+	__u32 d = bpf_ntohl(e->discr);
+	__u32 *slot = by_discr.lookup(&d);
+
+	if (!slot)
+		return drop(BFD_C_DROP_ECHO_FOREIGN);
+	__u32 idx = *slot;
+	struct bfd_state *st = slot_state.lookup(&idx);
+	struct bfd_echo_rtt *r = echo_rtt.lookup(&idx);
+	if (!st || !r)
+		return drop(BFD_C_DROP_ECHO_FOREIGN);
+	if (!same16(p->key.local, p->key.peer) || !same16(p->key.local, st->rx_local) ||
+	    st->rx_ifindex != p->key.ifindex)
+		return drop(BFD_C_DROP_ECHO_FOREIGN);
+	__u64 now = bpf_ktime_get_ns();
+	__u64 tx;
+	__builtin_memcpy(&tx, &e->tx_ns, sizeof(tx));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	tx = __builtin_bswap64(tx);
+#endif
+	if (bpf_ntohl(e->gen) != r->gen || tx > now || now - tx > BFD_ECHO_MAX_RTT_NS)
+		return drop(BFD_C_DROP_ECHO_STALE);
+	__u64 rtt = now - tx;
+	__u32 seq = bpf_ntohl(e->seq);
+	__sync_fetch_and_add(&r->returned, 1);
+	__sync_fetch_and_add(&r->rtt_sum_ns, rtt);
+	/* Returns of one session come in on one queue: min, max and the ring are not contended. */
+	if (rtt < r->rtt_min_ns)
+		r->rtt_min_ns = rtt;
+	if (rtt > r->rtt_max_ns)
+		r->rtt_max_ns = rtt;
+	r->last_ns = now;
+	r->last_seq = seq;
+	struct bfd_echo_ret *slotted = &r->ring[seq & (BFD_ECHO_RING - 1)];
+	slotted->seq = seq;
+	slotted->rtt_us = rtt / 1000 ? rtt / 1000 : 1;
+	count(BFD_C_ECHO_RX);
+	return XDP_DROP;
+}
+
+/*
+ * Echo: our own coming back (echo_return), else a peer's to reflect for a
+ * session we hold, at layer 2 (IPv4 self-addressed) or layer 3 (FRR's IPv6).
+ */
 static __always_inline int echo(struct parsed *p)
 {
 	struct bfd_echo_key ek = {};
+	const struct bfd_echo_probe *e = p->nh.pos;
 	__u32 *slot;
 
+	if ((void *)(e + 1) <= p->nh.end && e->magic == bpf_htonl(BFD_ECHO_MAGIC) &&
+	    udp_payload_len(&p->nh, p->udp) >= (int)sizeof(*e))
+		return echo_return(p, e);
 	__builtin_memcpy(ek.peer, p->key.peer, 16);
 	ek.ifindex = p->key.ifindex;
 	slot = echo_peers.lookup(&ek);

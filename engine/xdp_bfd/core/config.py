@@ -45,6 +45,7 @@ _INTS = {
     "min_rx_ms": (300, 0, 60_000),
     "detect_mult": (3, 1, 255),
     "echo_ms": (0, 0, 60_000),
+    "echo_tx_ms": (0, 0, 60_000),
     "minimum_ttl": (254, 1, 255),
 }
 _BOOLS = {"multihop": False, "passive": False, "shutdown": False, "demand": False}
@@ -192,6 +193,7 @@ def _build(
         shutdown=bools["shutdown"],
         demand=bools["demand"],
         auth=auth,
+        echo_tx_us=ints["echo_tx_ms"] * 1000,
     )
 
 

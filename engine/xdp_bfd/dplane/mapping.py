@@ -56,6 +56,8 @@ def session_config(msg: AddSession, *, reflect_echo: bool = False) -> SessionCon
         minimum_ttl=msg.ttl if multihop else DEFAULT_MINIMUM_TTL,
         shutdown=bool(msg.flags & SessionFlags.SHUTDOWN),
         demand=bool(msg.flags & SessionFlags.DEMAND),
+        # bfdd's echo-mode: our own echo at its echo transmit interval (single hop only, RFC 5883 §4).
+        echo_tx_us=msg.min_echo_tx if msg.flags & SessionFlags.ECHO and not multihop else 0,
     )
 
 

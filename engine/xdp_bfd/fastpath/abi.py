@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..wire import control
+from ..wire import control, echo
 from .errors import KernelError
 
 __all__ = ["PACKAGED_BPF_DIR", "Abi", "AbiError", "bpf_dir", "load"]
@@ -100,6 +100,7 @@ _SIZES = {
     "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
     "sbfd_max_reflectors": "BFD_SBFD_MAX_REFLECTORS",
     "sbfd_port": "BFD_PORT_SBFD",
+    "echo_ring": "BFD_ECHO_RING",
 }
 _PORTS = ("BFD_PORT_CONTROL", "BFD_PORT_MULTIHOP", "BFD_PORT_ECHO")
 
@@ -112,6 +113,9 @@ _RFC: dict[str, int] = {
     "BFD_VERSION_SHIFT": control.VERSION_SHIFT,
     **{f"BFD_FLAG_{f.name}": int(f) for f in control.Flag},
     **{f"BFD_STATE_{s.name}": int(s) for s in control.State},
+    # Not the RFC's but ours, owned by the echo codec all the same.
+    "BFD_ECHO_MAGIC": int.from_bytes(echo.ECHO_MAGIC, "big"),
+    "BFD_ECHO_LEN": echo.ECHO_LEN,
 }
 
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(BFD_\w+)[ \t]+(0x[0-9a-fA-F]+|\d+)\b", re.M)
@@ -151,6 +155,7 @@ class Abi:
     tick_watch_copies: int
     sbfd_max_reflectors: int
     sbfd_port: int  # RFC 7881's, restated for C: checked against netio by the unit tests
+    echo_ring: int  # the returns XDP keeps per session (struct bfd_echo_rtt.ring)
 
     def sweep_programs(self, sessions: int) -> int:
         """How many chained sweep programs cover ``sessions`` slots."""
@@ -207,7 +212,7 @@ def _parse(header: Path, text: str) -> Abi:
         missing.insert(0, "BFD_COUNTERS")
     if missing:
         raise AbiError(f"{header}: the engine needs {', '.join(missing)}, which the header does not define")
-    wrong = [f"{n} is {consts[n]:#x}, the RFC codec says {v:#x}" for n, v in _RFC.items() if consts[n] != v]
+    wrong = [f"{n} is {consts[n]:#x}, the wire codec says {v:#x}" for n, v in _RFC.items() if consts[n] != v]
     if wrong:
         raise AbiError(f"{header}: {'; '.join(wrong)}")
     if len(set(counters)) != len(counters):

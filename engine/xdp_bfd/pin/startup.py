@@ -23,6 +23,7 @@ from ..core.notify import Notifier
 from ..core.sched import outside_real_time
 from ..fastpath import abi
 from ..fastpath.clock import Clock
+from ..fastpath.echo import EchoOriginator
 from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
@@ -182,6 +183,10 @@ def start_fast_path(
         if remove_loop():
             log.info("kernel-tx: removed the transmit clock's loop an earlier engine left")
     host.reflects_echo = True
+    # After the Offload: it gives each session its slot and says whether XDP sees its packets.
+    echo = EchoOriginator(host, fp)
+    host.add_observer(echo)
+    host.add_closer(echo.close)
     if pin is not None:
         host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
         # A successor is about to ask for a handover.

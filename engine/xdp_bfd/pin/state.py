@@ -130,6 +130,7 @@ def _config_record(c: SessionConfig) -> list[Any]:
         c.shutdown,
         c.demand,
         auth,
+        c.echo_tx_us,
     ]
     if len(_config_records) >= 2 * MAX_SESSIONS:
         _config_records.clear()
@@ -563,6 +564,7 @@ _CONFIG_PLAN = _plan(
         _boolean,
         _boolean,
         _optional(_auth_ref),
+        _TIME,
     ),
 )
 

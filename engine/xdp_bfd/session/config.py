@@ -58,7 +58,9 @@ class SessionConfig:
     ``min_tx_us`` and ``min_rx_us`` are the values used once the session is Up
     (bfd.DesiredMinTxInterval is held at 1 s or more otherwise, §6.8.3).
     ``echo_us`` is the Required Min Echo RX Interval we advertise; 0 means we do
-    not loop echo packets back.
+    not loop echo packets back. ``echo_tx_us`` is how often we would send our
+    own echo (never faster than the peer's Required Min Echo RX, §6.8.9); 0
+    means we send none.
     """
 
     local: IPAddress | None
@@ -74,6 +76,7 @@ class SessionConfig:
     shutdown: bool = False
     demand: bool = False
     auth: AuthConfig | None = None
+    echo_tx_us: int = 0
 
     def __post_init__(self) -> None:
         if self.local is not None and self.local.version != self.peer.version:
@@ -81,7 +84,7 @@ class SessionConfig:
         # Desired Min TX of zero is reserved (§4.1); Required Min RX may be zero (§6.8.1).
         if not 1 <= self.min_tx_us <= _U32_MAX:
             raise ValueError(f"min_tx_us {self.min_tx_us} out of range 1..{_U32_MAX}")
-        for name in ("min_rx_us", "echo_us"):
+        for name in ("min_rx_us", "echo_us", "echo_tx_us"):
             value = getattr(self, name)
             if not 0 <= value <= _U32_MAX:
                 raise ValueError(f"{name} {value} out of range 0..{_U32_MAX}")

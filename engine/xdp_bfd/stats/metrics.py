@@ -114,7 +114,16 @@ class StatsCollector(Collector):
         for reason, n in sorted(doc["counters"]["drop"].items()):
             drops.add_metric([reason], n)
         yield drops
-        for name in ("xdp_tx", "xdp_pass", "pass_repeat", "echo_tx", "tx_early", "spread", "sbfd_tx"):
+        for name in (
+            "xdp_tx",
+            "xdp_pass",
+            "pass_repeat",
+            "echo_tx",
+            "echo_rx",
+            "tx_early",
+            "spread",
+            "sbfd_tx",
+        ):
             if name in doc["counters"]:
                 yield CounterMetricFamily(
                     f"xdp_bfd_{name}", f"Fast-path verdicts: {name}", doc["counters"][name]
@@ -174,6 +183,7 @@ class StatsCollector(Collector):
             if s.get("last_detection_overshoot_us") is not None:
                 overshoot.add_metric(labels, s["last_detection_overshoot_us"] / 1e6)
         yield from (state, up, flaps, tx, rx, ktx, kclock, overshoot)
+        yield from _echo_families(doc["sessions"])
 
         lag = doc.get("loop_lag")
         if lag:
@@ -184,6 +194,34 @@ class StatsCollector(Collector):
                 buckets=buckets,
                 sum_value=lag["sum_us"] / 1e6,
             )
+
+
+def _echo_families(sessions: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Our echo (fastpath.echo), for the sessions that send it: counts since it last started, round trips."""
+    probes = CounterMetricFamily(
+        "xdp_bfd_session_echo_probes", "Our echo probes since the session's echo last started, by outcome",
+        labels=[*SESSION_LABELS, "outcome"],
+    )  # fmt: skip
+    rtt = GaugeMetricFamily(
+        "xdp_bfd_session_echo_rtt_seconds", "Round trip of our echo (p99 over the last returns kept)",
+        labels=[*SESSION_LABELS, "stat"],
+    )  # fmt: skip
+    alive = GaugeMetricFamily(
+        "xdp_bfd_session_echo_alive", "1 while our echo comes back within the timeout (advisory only)",
+        labels=SESSION_LABELS,
+    )  # fmt: skip
+    for s in sessions:
+        echo = s.get("echo")
+        if not echo:
+            continue
+        labels = [s["local"] or "", s["peer"], s["ifname"] or "", str(s["multihop"]).lower()]
+        for outcome in ("sent", "returned", "lost"):
+            probes.add_metric([*labels, outcome], echo[outcome])
+        for stat, us in (echo["rtt_us"] or {}).items():
+            if us is not None:
+                rtt.add_metric([*labels, stat], us / 1e6)
+        alive.add_metric(labels, int(echo["alive"]))
+    yield from (probes, rtt, alive)
 
 
 def _sbfd_families(sbfd: dict[str, Any]) -> Iterator[Metric]:

@@ -27,7 +27,7 @@ from xdp_bfd.fastpath.layout import layout_id, layout_sources
 from xdp_bfd.fastpath.observer import Offload, steady_template
 from xdp_bfd.fastpath.slots import mapped16
 from xdp_bfd.session import AuthConfig
-from xdp_bfd.wire import control
+from xdp_bfd.wire import control, echo
 
 
 def counter_names(header: Path) -> list[str]:
@@ -219,12 +219,21 @@ def test_the_headers_rfc_values_are_the_codecs() -> None:
         ("#define BFD_FLAG_POLL 0x20", "#define BFD_FLAG_POLL 0x40"),
         ("#define BFD_STATE_UP 3", "#define BFD_STATE_UP 2"),
         ("#define BFD_CONTROL_LEN 24 ", "#define BFD_CONTROL_LEN 28 "),
+        ("#define BFD_ECHO_MAGIC 0x58424645", "#define BFD_ECHO_MAGIC 0x58424531"),
     ],
 )
 def test_a_header_that_disagrees_with_the_rfc_codec_is_refused(tmp_path: Path, old: str, new: str) -> None:
     name = old.split()[1]
-    with pytest.raises(KernelError, match=rf"{name} is 0x[0-9a-f]+, the RFC codec says"):
+    with pytest.raises(KernelError, match=rf"{name} is 0x[0-9a-f]+, the wire codec says"):
         load_abi(_header(tmp_path, (old, new)))
+
+
+def test_struct_bfd_echo_probe_is_the_echo_codecs_layout() -> None:
+    body = re.search(r"struct bfd_echo_probe \{(.*?)\};", (REPO_BPF / "bfd_abi.h").read_text(), re.S)
+    assert body
+    kinds = re.findall(r"^\s*(__be32|__be64)\s+\w+;", body.group(1), re.M)
+    assert "!4s" + "".join("I" if k == "__be32" else "Q" for k in kinds[1:]) == echo._ECHO.format
+    assert load_abi().constants["BFD_ECHO_LEN"] == echo.ECHO_LEN
 
 
 def test_struct_bfd_ctrl_is_the_codecs_fixed_section() -> None:
