@@ -55,6 +55,11 @@ DETECT_MULT = 3
 DPLANE_PORT = 50710
 ENGINE_RESERVATION = "1000/10000"
 PEER_RESERVATION = ("2000000", "10000000")  # runtime, period (ns): the peer stays out of the fight
+# The echo originator rides along in the engine-ktx cells (docs/benchmarks.md): the peer allows
+# echo every 20 ms and forwards it back; the engine asks for 10, so it sends at the peer's 20.
+ECHO_TX_MS = 10
+PEER_ECHO_RX_MS = 20
+ECHO_FIGURES = ("sent", "returned", "lost", "skipped", "send_errors")
 PAIR = "engine-pair"
 BACKENDS = ("bfdd", "engine-sw", "engine-ktx", "bfddp", PAIR)
 # What a run selects when it names none (suite.py --backends), and what detection can measure.
@@ -95,7 +100,7 @@ def peer_block(peer: str, local: str, ifname: str, interval_ms: int) -> str:
     return (
         f"bfd\n peer {peer} local-address {local} interface {ifname}\n"
         f"  receive-interval {interval_ms}\n  transmit-interval {interval_ms}\n"
-        f"  detect-multiplier {DETECT_MULT}\n exit\nexit\n"
+        f"  detect-multiplier {DETECT_MULT}\n  echo receive-interval {PEER_ECHO_RX_MS}\n exit\nexit\n"
     )
 
 
@@ -345,16 +350,29 @@ class EngineDut(Dut):
         self.kernel_tx = kernel_tx
         self.name = "engine-ktx" if kernel_tx else "engine-sw"
         self.sessions = rig.work / "sessions.yml"
+        echo = f", echo_tx_ms: {ECHO_TX_MS}" if kernel_tx else ""  # our echo needs the fast path
         self.sessions.write_text(
             f"- {{local: {rig.dut_ip}, peer: {rig.peer_ip}, interface: veth-d, "
-            f"min_tx_ms: {rig.interval_ms}, min_rx_ms: {rig.interval_ms}, detect_mult: {DETECT_MULT}}}\n"
+            f"min_tx_ms: {rig.interval_ms}, min_rx_ms: {rig.interval_ms}, "
+            f"detect_mult: {DETECT_MULT}{echo}}}\n"
         )
 
     def start(self, reserve: bool) -> None:
         args = ["--sessions", str(self.sessions)]
         if self.kernel_tx:
             args += ["--kernel-tx", "veth-d"]
+            # The peer's forwarding plane returns our echo; on only while this backend runs.
+            self.rig.p.sysctl("net.ipv4.ip_forward", 1)
         self._engine(args, reserve).wait_log("bfd: serving", timeout=60)
+
+    def stop(self) -> None:
+        super().stop()
+        if self.kernel_tx:
+            self.rig.p.sysctl("net.ipv4.ip_forward", 0)
+
+    def echo(self) -> dict[str, Any] | None:
+        s = self._engine_session()
+        return None if s is None else s.get("echo")
 
     def ready(self) -> bool:
         s = self._engine_session()
@@ -766,6 +784,20 @@ def capture_view(pkts: list[WirePacket], sessions: list[PairSession], t0: float,
 # -- one cell of the ladder ---------------------------------------------------------
 
 
+def echo_figures(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    """Our echo over the window: probes sent and judged in it, and the round trips so far.
+
+    The counts are differences (a probe is judged a detection time after it left, so a window's
+    loss is the probes judged lost in it); the round trips are the engine's since its echo began.
+    """
+    if not before or not after:
+        return {"error": "the engine reported no echo for the session (not Up, or the peer allows none)"}
+    out: dict[str, Any] = {k: after[k] - before[k] for k in ECHO_FIGURES}
+    out["interval_ms"] = after["interval_ms"]
+    out["rtt_us"] = after["rtt_us"]
+    return out
+
+
 def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, Any]:
     if backend == PAIR:
         return run_pair_cell(rig, level, seconds)
@@ -777,6 +809,7 @@ def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, An
         out["bring_up_s"] = round(bring_up(rig, dut, reserve), 2)
         out["dut"] = dut.info()
         peer0, dut0 = rig.peer_downs(), dut.flaps()
+        echo0 = dut.echo() if isinstance(dut, EngineDut) and dut.kernel_tx else None
         cap = rig.capture(f"{level}-{backend}")
         t0 = time.time()
         out["stress"] = stress_window(level, seconds, rig.stresses)
@@ -790,6 +823,8 @@ def run_cell(rig: Rig, backend: str, level: str, seconds: float) -> dict[str, An
         out |= wire_figures(pkts, rig, t0, t1)
         out["witness"] = benchlib.witness_window(rig.witness, t0, t1)
         out["dut_after"] = dut.info()
+        if isinstance(dut, EngineDut) and dut.kernel_tx:
+            out["echo"] = echo_figures(echo0, dut.echo())
     except Exception as e:  # one broken cell must not cost the rest of the run
         out["error"] = f"{type(e).__name__}: {e}"
     finally:

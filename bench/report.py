@@ -741,6 +741,46 @@ def ladder_md(doc: dict[str, Any]) -> list[str]:
     return [*_part_stopped(doc, "ladder"), *_table(LADDER_HEAD, rows)]
 
 
+ECHO_HEAD = [
+    "level",
+    "interval ms",
+    "sent",
+    "returned",
+    "lost",
+    "no way out / send errors",
+    "RTT µs min / mean / p99 / max (since echo start)",
+    "witness stall ms",
+]
+
+
+def echo_md(doc: dict[str, Any]) -> list[str]:
+    """Our echo in the engine-ktx cells (bench/ladder.py echo_figures): advisory, exposed to scheduling."""
+    rows = []
+    for level in _levels(doc):
+        c = _cell(doc, level, "engine-ktx")
+        if c is None or "error" in c or "echo" not in c:
+            continue
+        e = c["echo"]
+        if "error" in e:
+            rows.append(_error_row([level], e["error"], len(ECHO_HEAD)))
+            continue
+        rtt = e.get("rtt_us") or {}
+        w = c.get("witness") or {}
+        rows.append(
+            [
+                level,
+                _f(e.get("interval_ms")),
+                _f(e.get("sent")),
+                _f(e.get("returned")),
+                _f(e.get("lost")),
+                f"{_f(e.get('skipped'))} / {_f(e.get('send_errors'))}",
+                " / ".join(_f(rtt.get(k), 0) for k in ("min", "mean", "p99", "max")),
+                _f(w.get("stall_ms"), 1),
+            ]
+        )
+    return _table(ECHO_HEAD, rows) if rows else []
+
+
 PAIR_HEAD = [
     "level",
     "session",
@@ -1057,6 +1097,18 @@ def sections_md(doc: dict[str, Any], charts: str = "", level: str = "##") -> lis
         ]
         if pair := pair_md(doc):
             lines += [f"{level}# Engine \N{LEFT RIGHT ARROW} engine", "", *pair, ""]
+        if echo := echo_md(doc):
+            lines += [
+                f"{level}# Echo originator (engine, `--kernel-tx`)",
+                "",
+                "Our echo rides along in the engine's `--kernel-tx` cells: `echo_tx_ms` 10 against a peer "
+                "that allows 20 ms and forwards it back. Counts are the window's (a probe is judged a "
+                "detection time after it left); echo is advisory and sent from the engine's loop, so "
+                "stress shows here as loss and round-trip tail, never as a flap.",
+                "",
+                *echo,
+                "",
+            ]
         if "gap_survival.png" in charts:
             lines += ["![gap survival](gap_survival.png)", "", "![flaps](flaps.png)", ""]
     if "detection" in parts or doc.get("detection"):

@@ -221,6 +221,14 @@ def part_ladder(run: Run, doc: dict[str, Any], prof: dict[str, Any], backends: l
                     f"missing {cell.get('missing_slots')}  witness stall {w.get('stall_ms')} ms, "
                     f"peer TX stall {cell.get('peer_stall_ms')} ms"
                 )
+                if "echo" in cell:
+                    e = cell["echo"]
+                    run.say(
+                        f"  echo: {e['error']}"
+                        if "error" in e
+                        else f"  echo every {e['interval_ms']} ms: sent {e['sent']} returned {e['returned']} "
+                        f"lost {e['lost']}, RTT {e['rtt_us']} us"
+                    )
                 if backend == ladder.PAIR:
                     ks = cell.get("kernel_sent") or {}
                     run.say(

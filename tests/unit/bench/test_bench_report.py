@@ -441,3 +441,20 @@ def test_the_suite_supplies_every_option_its_parts_read() -> None:
         missing = {a for a in read_by_takeover if not hasattr(targs, a)}
         assert not missing, f"profile {name}: takeover.py reads {missing} the suite does not supply"
     assert suite.takeover_args(suite.PROFILES["smoke"]["takeover"]).sessions == 8
+
+
+def test_echo_rows_come_from_the_engine_ktx_cells_and_an_echo_error_is_its_row() -> None:
+    doc = run_doc()
+    cells = [c for c in doc["ladder"] if c["backend"] == "engine-ktx"]
+    assert len(cells) >= 2
+    assert report.echo_md(doc) == []  # no echo figures recorded: no table at all
+    rtt = {"min": 41.2, "mean": 80.4, "p99": 310.0, "max": 950.7}
+    cells[0]["echo"] = {"sent": 150, "returned": 149, "lost": 1, "skipped": 0, "send_errors": 0,
+                        "interval_ms": 20.0, "rtt_us": rtt}  # fmt: skip
+    cells[1]["echo"] = {"error": "the engine reported no echo for the session"}
+    lines = report.echo_md(doc)
+    good = next(r for r in lines if r.startswith(f"| {cells[0]['level']} |"))
+    assert "| 20.0 | 150 | 149 | 1 | 0 / 0 | 41 / 80 / 310 / 951 |" in good
+    bad = next(r for r in lines if r.startswith(f"| {cells[1]['level']} |"))
+    assert "**error**: the engine reported no echo" in bad and "None" not in bad
+    assert any("Echo originator" in line for line in report.sections_md(doc))
