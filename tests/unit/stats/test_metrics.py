@@ -86,6 +86,30 @@ def test_the_kernel_clock_is_exposed_by_outcome_and_per_session():
     assert got[("xdp_bfd_session_kernel_clock", labels)] == 0.0
 
 
+def test_our_echo_is_exposed_per_session_by_outcome_and_round_trip():
+    doc = _doc(None)
+    doc["counters"]["echo_rx"] = 41
+    base = {"local": "198.19.1.1", "peer": "198.19.1.2", "ifname": "veth-d", "multihop": False, "state": "up",
+            "flaps": 0, "kernel_tx_packets": 7, "user_tx_packets": 0, "rx_packets": 9}  # fmt: skip
+    echo = {"active": True, "interval_ms": 20.0, "sent": 45, "returned": 41, "lost": 2, "pending": 2,
+            "skipped": 0, "send_errors": 0, "rtt_us": {"min": 50.0, "mean": 80.5, "p99": 300.0, "max": 900.0},
+            "last_return_age_ms": 3.0, "alive": True}  # fmt: skip
+    doc["sessions"] = [{**base, "echo": echo}, {**base, "peer": "198.19.1.3"}]
+    got = _exposed_labelled(doc)
+    labels = {"ifname": "veth-d", "local": "198.19.1.1", "multihop": "false", "peer": "198.19.1.2"}
+
+    def key(**more: str) -> tuple:
+        return tuple(sorted({**labels, **more}.items()))
+
+    for outcome, n in (("sent", 45), ("returned", 41), ("lost", 2)):
+        assert got[("xdp_bfd_session_echo_probes_total", key(outcome=outcome))] == n
+    assert got[("xdp_bfd_session_echo_rtt_seconds", key(stat="p99"))] == pytest.approx(300e-6)
+    assert got[("xdp_bfd_session_echo_alive", key())] == 1.0
+    assert got[("xdp_bfd_echo_rx_total", ())] == 41.0
+    # A session without echo has no echo series at all (not a zero that would read as "all lost").
+    assert not any(dict(k).get("peer") == "198.19.1.3" for name, k in got if "echo" in name)
+
+
 def test_the_sbfd_reflector_is_exposed_per_discriminator_and_its_rejects_by_reason():
     doc = _doc(None)
     doc["counters"] = {"sbfd_tx": 12, "drop": {"sbfd_unknown": 2, "sbfd_rate_limited": 5}}
