@@ -323,6 +323,39 @@ def test_frr84_drives_the_offloaded_engine_and_sees_kernel_counts(rig):
     assert after["kernel_tx"] is True and after["dplane"]["connected"] is True
 
 
+@pytest.mark.timing(stall_ms=2 * SLOW_MS, userspace=True)  # a flap: detection time less one interval
+def test_bfdds_echo_mode_is_our_echo_and_it_comes_back_through_the_peer(rig):
+    """bfdd's echo-mode over bfddp: the engine sends our echo at bfdd's echo interval (never faster
+    than the peer allows), the peer's kernel forwards it back, XDP counts the returns."""
+    specs = (SH4, SH6)
+    r = rig(
+        ["--dplane-connect", f"ipv4:127.0.0.1:{PORT}", "--kernel-tx", "veth-d"],
+        ["--dplaneaddr", f"ipv4:127.0.0.1:{PORT}"],
+        interval_ms=SLOW_MS,
+    )
+    r.p.sysctl("net.ipv4.ip_forward", 1)
+    r.p.sysctl("net.ipv6.conf.all.forwarding", 1)
+    for s in specs:
+        r.peer.configure(*r.p_lines(s)[:-2], "echo receive-interval 20", "exit", "exit")
+        r.bfdd.configure(*r.d_lines(s)[:-2], "echo-mode", "echo transmit-interval 30", "exit", "exit")
+    r.wait_up(*specs)
+
+    def echo(s: Spec) -> dict:
+        return (r.in_engine(s) or {}).get("echo") or {}
+
+    for s in specs:
+        e = wait_until(
+            lambda s=s: (e := echo(s)).get("returned", 0) >= 20 and e, timeout=15, what=f"{s.name} echo"
+        )
+        # bfdd's 30 ms against the peer's 20: the slower of the two (§6.8.9).
+        assert e["interval_ms"] == 30.0 and e["lost"] == 0, e
+        assert r.in_engine(s)["origin"] == "dplane"
+    # No session went down over it, at either end.
+    for s in specs:
+        assert r.in_engine(s)["flaps"] == 0
+        assert _counters(r.peer, r.ours(s), s.multihop)["session-down"] == 0
+
+
 @pytest.mark.timing(stall_ms=20, userspace=True)  # a 3x10 ms flap: detection time less one interval
 def test_frr103_client_bfdd_drives_the_listening_engine(rig, trixie_root):
     """FRR 10.3 from trixie (``ipv4c:``, bfdd connects), engine ``--dplane PORT`` listening."""

@@ -106,6 +106,14 @@ def test_echo_rx_is_advertised_only_when_something_reflects():
     assert session_config(add(), reflect_echo=True).echo_us == 50_000
 
 
+def test_bfdds_echo_mode_is_our_echo_at_its_transmit_interval_single_hop_only():
+    assert session_config(add(flags=SessionFlags.ECHO, min_echo_tx=20_000)).echo_tx_us == 20_000
+    assert session_config(add(min_echo_tx=20_000)).echo_tx_us == 0  # echo-mode off
+    # RFC 5883 §4: no echo over multiple hops, whatever bfdd asks.
+    multihop = SessionFlags.ECHO | SessionFlags.MULTIHOP
+    assert session_config(add(flags=multihop, min_echo_tx=20_000, ifname="")).echo_tx_us == 0
+
+
 @pytest.mark.parametrize(
     ("msg", "why"),
     [
