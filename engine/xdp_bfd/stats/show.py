@@ -157,6 +157,17 @@ def format_sessions(doc: dict[str, Any], origin: str | None = None) -> str:
 # -- counters ------------------------------------------------------------------------
 
 
+ECHO_KEYS = ("interval_ms", "sent", "returned", "lost", "rtt_us", "alive")
+
+
+def _rtt(rtt: Any) -> str:
+    if not isinstance(rtt, dict):
+        return "-"
+    return "/".join(
+        _dash(None if rtt.get(k) is None else round(rtt[k])) for k in ("min", "mean", "p99", "max")
+    )
+
+
 def _is_count(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -199,6 +210,12 @@ def counters(doc: dict[str, Any]) -> dict[str, Any]:
                 "drops": dict(s.get("drops") or {}),
             }
             for s in doc.get("sessions") or []
+        ],
+        # Our echo (fastpath.echo), for the sessions that send it.
+        "echo": [
+            {"peer": s.get("peer"), **{k: s["echo"].get(k) for k in ECHO_KEYS}}
+            for s in doc.get("sessions") or []
+            if isinstance(s.get("echo"), dict)
         ],
     }
     if lag is not None:
@@ -252,6 +269,19 @@ def format_counters(doc: dict[str, Any], origin: str | None = None) -> str:
         out += [
             "  " + line
             for line in table(("DISCR", "STATE", "ANSWERED", "RATE LIMITED", "LAST"), refl).splitlines()
+        ]
+    if c["echo"]:
+        echo = [
+            (_dash(e["peer"]), f"{_dash(e['interval_ms'])}ms", _dash(e["sent"]), _dash(e["returned"]),
+             _dash(e["lost"]), _rtt(e["rtt_us"]), "yes" if e["alive"] else "no")
+            for e in c["echo"]
+        ]  # fmt: skip
+        out += ["", "our echo (advisory: it never takes a session down)"]
+        out += [
+            "  " + line
+            for line in table(
+                ("PEER", "EVERY", "SENT", "RETURNED", "LOST", "RTT us MIN/MEAN/P99/MAX", "ALIVE"), echo
+            ).splitlines()
         ]
     out += ["", "per session"]
     rows: list[tuple[str, ...]] = [

@@ -196,6 +196,22 @@ def test_counters_text(doc):
     )
 
 
+def test_counters_show_our_echo_for_the_sessions_that_send_it(doc):
+    assert show.counters(doc)["echo"] == [] and "our echo" not in show.format_counters(doc)
+    doc["sessions"][0]["echo"] = {
+        "active": True, "interval_ms": 20.0, "sent": 45, "returned": 41, "lost": 2, "pending": 2,
+        "skipped": 0, "send_errors": 0, "rtt_us": {"min": 50.2, "mean": 80.5, "p99": 300.0, "max": 900.7},
+        "last_return_age_ms": 3.0, "alive": True,
+    }  # fmt: skip
+    c = show.counters(doc)
+    assert c["echo"] == [
+        {"peer": "198.19.1.2", "interval_ms": 20.0, "sent": 45, "returned": 41, "lost": 2,
+         "rtt_us": {"min": 50.2, "mean": 80.5, "p99": 300.0, "max": 900.7}, "alive": True},
+    ]  # fmt: skip
+    block = next(b for b in show.format_counters(doc).split("\n\n") if b.startswith("our echo"))
+    assert block.splitlines()[2].split() == ["198.19.1.2", "20.0ms", "45", "41", "2", "50/80/300/901", "yes"]
+
+
 def test_counters_of_a_software_engine(doc):
     doc |= {"kernel_tx": False, "xdp": None, "dplane": None}
     doc["counters"] = {"xdp_tx": 0, "xdp_pass": 0, "drop": {}}
