@@ -203,7 +203,11 @@ class EchoOriginator:
             if name is None:
                 return None
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-            sock.bind((name, 0))
+            try:
+                sock.bind((name, 0))
+            except OSError:
+                sock.close()
+                raise
             sock.setblocking(False)
             self.socks[ifindex] = sock
         return sock
@@ -222,7 +226,12 @@ class EchoOriginator:
         st = self.read_state(e.slot)
         rx_eth = bytes(st.rx_eth)  # the peer's packet: to us, from the peer
         eth = rx_eth[6:12] + rx_eth[:6]
-        sock = self._sock(st.rx_ifindex) if st.rx_ifindex and any(eth) else None
+        try:
+            sock = self._sock(st.rx_ifindex) if st.rx_ifindex and any(eth) else None
+        except OSError as err:
+            # A timer callback must not raise into the loop (an interface that went away).
+            self._failed(e, f"no socket on ifindex {st.rx_ifindex}: {err.strerror or err}")
+            return None
         if sock is None:
             e.skipped += 1
             return None
@@ -233,14 +242,19 @@ class EchoOriginator:
         payload = encode_echo(EchoPacket(e.discr, e.seq, e.generation, tx_ns))
         try:
             sock.send(echo_frame(eth, bytes(st.rx_local), e.sport, payload))
-        except OSError:
-            e.send_errors += 1
-            self.totals["send_errors"] += 1
+        except OSError as err:
+            self._failed(e, err.strerror or str(err))
             return None
         e.sent += 1
         self.totals["sent"] += 1
         e.pending.append((e.seq, tx_ns))
         return tx_ns // 1000
+
+    def _failed(self, e: _Echo, why: str) -> None:
+        if not e.send_errors:  # once per start: the count says the rest
+            log.warning("echo: discriminator %d: cannot send our echo: %s", e.discr, why)
+        e.send_errors += 1
+        self.totals["send_errors"] += 1
 
     # -- judging ----------------------------------------------------------------------
 
