@@ -163,7 +163,7 @@ struct bfd_echo_key {
 };
 
 /*
- * Our own echo (RFC 5880 §6.4; docs/fastpath.md, "Echo originator"): the
+ * Our own echo (RFC 5880 §6.4; docs/fastpath.md, "The echo originator"): the
  * engine sends it addressed to ourselves at the peer's MAC, the peer's
  * forwarding plane sends it back, and XDP stamps the return into
  * echo_rtt[slot] and drops it. The payload is ours to define (§6.4): 24 bytes,

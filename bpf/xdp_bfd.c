@@ -347,7 +347,7 @@ static __always_inline int echo_return(struct parsed *p, const struct bfd_echo_p
 	__u32 seq = bpf_ntohl(e->seq);
 	__sync_fetch_and_add(&r->returned, 1);
 	__sync_fetch_and_add(&r->rtt_sum_ns, rtt);
-	/* Returns of one session come in on one queue: min, max and the ring are not contended. */
+	/* Without atomics: a session's returns are an echo interval apart, so two never race here. */
 	if (rtt < r->rtt_min_ns)
 		r->rtt_min_ns = rtt;
 	if (rtt > r->rtt_max_ns)
