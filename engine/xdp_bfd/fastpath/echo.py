@@ -248,7 +248,8 @@ class EchoOriginator:
         e.sent += 1
         self.totals["sent"] += 1
         e.pending.append((e.seq, tx_ns))
-        return tx_ns // 1000
+        # After send() returned: the frame has left by then, however long the call took.
+        return time.monotonic_ns() // 1000
 
     def _failed(self, e: _Echo, why: str) -> None:
         if not e.send_errors:  # once per start: the count says the rest
