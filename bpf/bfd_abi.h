@@ -126,7 +126,6 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(DROP_AUTH_UNEXPECTED, auth_unexpected) \
 	X(DROP_AUTH_MISSING, auth_missing) \
 	X(DROP_ECHO_UNKNOWN, echo_unknown) \
-	X(DROP_ECHO_FOREIGN, echo_foreign) \
 	X(DROP_ECHO_STALE, echo_stale)    \
 	X(SBFD_TX, sbfd_tx)               \
 	X(DROP_SBFD_SPORT, sbfd_sport)    \

@@ -317,8 +317,11 @@ static __always_inline void swap_macs(struct ethhdr *eth)
 
 /*
  * One of our own echoes, back from the peer's forwarding plane: stamped into
- * echo_rtt and dropped (it has done its work). It must come addressed to
- * ourselves, to the address and on the interface the session's peer uses.
+ * echo_rtt and dropped (it has done its work). Ours only if it names one of
+ * our sessions and comes addressed to ourselves, to the address and on the
+ * interface that session's peer uses; anything else returns -1 and is treated
+ * as a peer's echo (another engine's probe carries the same magic and is
+ * reflected like any echo).
  */
 static __always_inline int echo_return(struct parsed *p, const struct bfd_echo_probe *e)
 {
@@ -326,15 +329,13 @@ static __always_inline int echo_return(struct parsed *p, const struct bfd_echo_p
 	__u32 *slot = by_discr.lookup(&d);
 
 	if (!slot)
-		return drop(BFD_C_DROP_ECHO_FOREIGN);
+		return -1;
 	__u32 idx = *slot;
 	struct bfd_state *st = slot_state.lookup(&idx);
 	struct bfd_echo_rtt *r = echo_rtt.lookup(&idx);
-	if (!st || !r)
-		return drop(BFD_C_DROP_ECHO_FOREIGN);
-	if (!same16(p->key.local, p->key.peer) || !same16(p->key.local, st->rx_local) ||
+	if (!st || !r || !same16(p->key.local, p->key.peer) || !same16(p->key.local, st->rx_local) ||
 	    st->rx_ifindex != p->key.ifindex)
-		return drop(BFD_C_DROP_ECHO_FOREIGN);
+		return -1;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 tx;
 	__builtin_memcpy(&tx, &e->tx_ns, sizeof(tx));
@@ -372,8 +373,12 @@ static __always_inline int echo(struct parsed *p)
 	__u32 *slot;
 
 	if ((void *)(e + 1) <= p->nh.end && e->magic == bpf_htonl(BFD_ECHO_MAGIC) &&
-	    udp_payload_len(&p->nh, p->udp) >= (int)sizeof(*e))
-		return echo_return(p, e);
+	    udp_payload_len(&p->nh, p->udp) >= (int)sizeof(*e)) {
+		int r = echo_return(p, e);
+
+		if (r >= 0)
+			return r;
+	}
 	__builtin_memcpy(ek.peer, p->key.peer, 16);
 	ek.ifindex = p->key.ifindex;
 	slot = echo_peers.lookup(&ek);

@@ -167,6 +167,7 @@ def test_our_echo_comes_back_stamped_in_xdp_and_loss_is_the_wires(rig, timing):
     # Returns die in XDP as a verdict of their own, and nothing reached the stack as a reject.
     assert after["counters"]["echo_rx"] > before["counters"]["echo_rx"]
     assert not after["counters"]["xdp_drop"].get("echo_unknown")
+    assert after["counters"]["echo_tx"] == before["counters"]["echo_tx"]  # none of ours reflected
 
     # Frames that look like ours but are not: each dies with its own counter, no return counted.
     v4 = rig.local("ipv4")
@@ -174,14 +175,14 @@ def test_our_echo_comes_back_stamped_in_xdp_and_loss_is_the_wires(rig, timing):
     s4 = rig.engine.session(rig.peer("ipv4"))
     good = next(q for q in probes(rig.cap.snapshot(), v4) if q.ttl == 255)
     forged = {
-        "echo_foreign": [
-            (s4["local_discr"] + 1000, good.gen, v4),  # no such session
-            (s4["local_discr"], good.gen, rig.peer("ipv4")),  # not addressed to ourselves
-        ],
-        "echo_stale": [(s4["local_discr"], good.gen ^ 1, v4)],  # another generation
+        # Names none of our sessions: a peer's echo then, from an address we hold no session with.
+        "echo_unknown": [(s4["local_discr"] + 1000, good.gen, v4)],
+        "echo_stale": [(s4["local_discr"], good.gen ^ 1, v4)],  # ours, of another generation
     }
+    # Ours by discriminator but from the peer: not a return, the peer's echo, reflected to it.
+    reflected = (s4["local_discr"], good.gen, rig.peer("ipv4"))
     frames = []
-    for discr, gen, src in (x for v in forged.values() for x in v):
+    for discr, gen, src in [*(x for v in forged.values() for x in v), reflected]:
         payload = MAGIC + struct.pack("!IIIQ", discr, 1, gen, 0)
         frames.append(
             bytes(
@@ -191,15 +192,18 @@ def test_our_echo_comes_back_stamped_in_xdp_and_loss_is_the_wires(rig, timing):
                 / Raw(payload)
             )
         )
-    c0 = rig.engine.stats()["counters"]["xdp_drop"]
+    s0 = rig.engine.stats()
+    c0 = s0["counters"]["xdp_drop"]
     send_frames(rig.p, "veth-p", frames)
 
     def moved() -> dict | None:
-        c = rig.engine.stats()["counters"]["xdp_drop"]
+        st = rig.engine.stats()
+        c = st["counters"]["xdp_drop"]
         got = {k: c.get(k, 0) - c0.get(k, 0) for k in forged}
-        return c if got == {k: len(v) for k, v in forged.items()} else None
+        got["echo_tx"] = st["counters"]["echo_tx"] - s0["counters"]["echo_tx"]
+        return c if got == {**{k: len(v) for k, v in forged.items()}, "echo_tx": 1} else None
 
-    wait_until(moved, timeout=5, what="each forged echo counted under its reason")
+    wait_until(moved, timeout=5, what="each forged echo counted under its reason, the peer's reflected")
     assert rig.echo("ipv4")["lost"] == e4["lost"] == 0
 
     # Forwarding off at the peer: the loss climbs one for one with the probes

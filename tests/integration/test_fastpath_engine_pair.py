@@ -30,13 +30,22 @@ COUNTS = ("flaps", "kernel_tx_packets", "user_tx_packets", "tick_sent")
 def pair(topo, engine_factory, capture_factory, tmp_path):
     """Two engines on one bridged subnet, both --kernel-tx, one session between them."""
     fixtures = (topo, engine_factory, capture_factory, tmp_path)
-    return lambda family, multihop, *a_args, a_session="": _pair(
-        fixtures, family, multihop, a_args, a_session
+    return lambda family, multihop, *a_args, a_session="", b_session="": _pair(
+        fixtures, family, multihop, a_args, a_session=a_session, b_session=b_session
     )
 
 
-def _pair(fixtures: tuple, family: int, multihop: bool, a_args: tuple = (), a_session: str = ""):
-    """``a_args``: more arguments for engine a (--pin); ``a_session``: more keys for its session."""
+def _pair(
+    fixtures: tuple,
+    family: int,
+    multihop: bool,
+    a_args: tuple = (),
+    *,
+    a_session: str = "",
+    b_session: str = "",
+):
+    """``a_args``: more arguments for engine a (--pin); ``a_session``/``b_session``: more keys for a
+    session."""
     topo, engine_factory, capture_factory, tmp_path = fixtures
     a_ns, b_ns = topo.namespace("a"), topo.namespace("b")
     a, m_ns = topo.bridged(a_ns, "veth-a", b_ns, "veth-b")
@@ -51,7 +60,7 @@ def _pair(fixtures: tuple, family: int, multihop: bool, a_args: tuple = (), a_se
     engines = {}
     for ns, ours, theirs, ifname in ((a_ns, a_ip, b_ip, "veth-a"), (b_ns, b_ip, a_ip, "veth-b")):
         sessions = tmp_path / f"sessions-{ns.name}.yml"
-        extra = a_session if ns is a_ns else ""
+        extra = a_session if ns is a_ns else b_session
         sessions.write_text(
             f"- {{local: '{ours}', peer: '{theirs}', {hop.format(ifname=ifname)}, "
             f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {INTERVAL_MS}{extra}}}\n"
@@ -205,3 +214,21 @@ def test_demand_mode_with_polls_survives_the_engine_stopped(pair, timing):
         assert b_after["state"] == "up" and b_after["flaps"] == b_before["flaps"]
         a_after = ea.session(b_ip)
         assert a_after["state"] == "up" and a_after["flaps"] == 0
+
+
+def test_our_echo_is_reflected_by_the_other_fast_path(pair):
+    """a sends our echo (IPv6, self-addressed), b's XDP reflects it like any echo, a's XDP takes it back.
+
+    b's XDP must not take a's probe for a return of its own (the same magic): it names none of
+    b's sessions, so it is a peer's echo to reflect.
+    """
+    ea, eb, _cap, a_ip, b_ip = pair(6, False, a_session=", echo_tx_ms: 20", b_session=", echo_ms: 20")
+
+    def back() -> dict | None:
+        e = ea.session(b_ip).get("echo") or {}
+        return e if e.get("returned", 0) >= 25 else None
+
+    e = wait_until(back, timeout=10, what="25 of a's echoes back through b")
+    assert (e["interval_ms"], e["lost"], e["send_errors"]) == (20.0, 0, 0), e
+    assert eb.session(a_ip)["echo_reflected"] >= 25
+    assert not eb.stats()["counters"]["xdp_drop"].get("echo_unknown")
