@@ -61,17 +61,6 @@ def session_config(msg: AddSession, *, reflect_echo: bool = False) -> SessionCon
     )
 
 
-def echo_tx_interval_us(min_echo_tx_us: int, remote_min_echo_rx_us: int) -> int:
-    """RFC 5880 §6.8.9: echo at the slower of our interval and the peer's; 0 = do not send.
-
-    bfdd 8.4 sends only its configured interval and later ones already apply
-    this max(), so the data plane does it itself either way.
-    """
-    if remote_min_echo_rx_us == 0 or min_echo_tx_us == 0:
-        return 0
-    return max(min_echo_tx_us, remote_min_echo_rx_us)
-
-
 def path_of(config: SessionConfig) -> tuple[Any, Any, bool]:
     """What identifies a session across a bfdd restart: the address pair and hop mode."""
     return (config.local, config.peer, config.multihop)
@@ -144,7 +133,6 @@ __all__ = [
     "ORIGIN",
     "counters_reply",
     "describe",
-    "echo_tx_interval_us",
     "path_of",
     "remote_params",
     "same_path",

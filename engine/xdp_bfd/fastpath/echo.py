@@ -28,6 +28,7 @@ from typing import Any
 
 from ..core import links
 from ..core.host import Entry, Host, PacketCounts
+from ..session.timers import echo_tx_interval_us
 from ..wire.control import State
 from ..wire.echo import EchoPacket, encode_echo
 from .kernel import FastPath
@@ -90,7 +91,6 @@ class _Echo:
     interval_us: int
     timeout_ns: int
     generation: int
-    started_ns: int
     seq: int = 0
     sent: int = 0
     lost: int = 0
@@ -117,11 +117,9 @@ class EchoOriginator:
     def interval_us(entry: Entry) -> int:
         """RFC 5880 §6.4/§6.8.9: Up, single hop, echo wanted, the peer willing; never faster than it asks."""
         s, c = entry.session, entry.session.config
-        if entry.slot is None or not entry.offloaded or c.multihop or not c.echo_tx_us:
+        if entry.slot is None or not entry.offloaded or c.multihop:
             return 0
-        if s.state != State.UP or not s.remote_min_echo_rx_us:
-            return 0
-        return max(c.echo_tx_us, s.remote_min_echo_rx_us)
+        return echo_tx_interval_us(c.echo_tx_us, s.remote_min_echo_rx_us) if s.state == State.UP else 0
 
     # -- the observer ---------------------------------------------------------------
 
@@ -188,7 +186,6 @@ class EchoOriginator:
             interval_us=interval_us,
             timeout_ns=self._timeout_ns(entry, interval_us),
             generation=gen,
-            started_ns=now_ns,
         )
         self.echoes[e.discr] = e
         log.info(

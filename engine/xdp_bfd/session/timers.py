@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["SLOW_TX_US", "jittered", "next_sequence", "sequence_in_window"]
+__all__ = ["SLOW_TX_US", "echo_tx_interval_us", "jittered", "next_sequence", "sequence_in_window"]
 
 # §6.8.3: while not Up, bfd.DesiredMinTxInterval MUST be at least one second.
 SLOW_TX_US = 1_000_000
@@ -34,6 +34,17 @@ def sequence_in_window(sequence: int, last: int, detect_mult: int, *, meticulous
     """
     ahead = (sequence - last) % _U32
     return (1 if meticulous else 0) <= ahead <= 3 * detect_mult
+
+
+def echo_tx_interval_us(min_echo_tx_us: int, remote_min_echo_rx_us: int) -> int:
+    """RFC 5880 §6.8.9: echo at the slower of our interval and the peer's; 0 = do not send.
+
+    bfdd 8.4 sends only its configured interval and later ones already apply
+    this max(), so the data plane does it itself either way.
+    """
+    if remote_min_echo_rx_us == 0 or min_echo_tx_us == 0:
+        return 0
+    return max(min_echo_tx_us, remote_min_echo_rx_us)
 
 
 def next_sequence(sequence: int) -> int:

@@ -24,9 +24,10 @@ from harness.fakehost import FakeHost
 from xdp_bfd.core.host import Entry, PacketCounts
 from xdp_bfd.dplane import Dataplane, connection, dispatch
 from xdp_bfd.dplane.address import DplaneAddress
-from xdp_bfd.dplane.mapping import counters_reply, describe, echo_tx_interval_us, same_path, session_config
+from xdp_bfd.dplane.mapping import counters_reply, describe, same_path, session_config
 from xdp_bfd.dplane.registry import DpSession, Registry
 from xdp_bfd.session import SessionConfig
+from xdp_bfd.session.timers import echo_tx_interval_us
 from xdp_bfd.wire.bfddp import (
     AddSession,
     CountersReply,

@@ -48,9 +48,7 @@ def probe_state() -> Any:
 
 def test_each_probe_is_judged_once_back_if_its_sequence_is_in_the_ring_else_lost() -> None:
     o, rtt, _host = originator(probe_state())
-    e = _Echo(
-        slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5, started_ns=0
-    )
+    e = _Echo(slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5)
     leaf = rtt.Leaf()
     rtt[3] = leaf
     for seq in range(1, 11):
@@ -76,9 +74,7 @@ def test_a_socket_that_cannot_be_had_is_a_counted_error_and_the_next_probe_is_st
 ) -> None:
     o, rtt, host = originator(probe_state())
     rtt[3] = rtt.Leaf()
-    e = _Echo(
-        slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5, started_ns=0
-    )
+    e = _Echo(slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5)
 
     def gone(_ifindex: int) -> None:
         raise OSError(19, "No such device")
@@ -98,8 +94,6 @@ def test_no_way_out_yet_is_skipped_not_sent() -> None:
     st.rx_eth = bytes(12)  # XDP has not seen the peer's packet
     o, rtt, host = originator(st)
     rtt[3] = rtt.Leaf()
-    e = _Echo(
-        slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5, started_ns=0
-    )
+    e = _Echo(slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5)
     o._send(e, 1_000)
     assert (e.skipped, e.sent, e.send_errors, len(host.calls)) == (1, 0, 0, 1)
