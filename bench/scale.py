@@ -222,6 +222,9 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             str(interval_ms),
             "--max-seconds",
             str(int(bringup_timeout + args.seconds + 120)),
+            # The engine polls as each session comes Up; the peer need not read its plain replies.
+            "--filter",
+            "always",
         ],
     )
     eng: EngineProcess | None = None
@@ -272,7 +275,9 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             out["all_up"] = True
         except AssertionError:
             out["all_up"] = False
-        out["bringup"] = last | {"after_s": round(time.monotonic() - t_start, 2)}
+        out["bringup"] = (
+            last | {"after_s": round(time.monotonic() - t_start, 2)} | peer_witness(peer.recent(100000))
+        )
         out["udp_errors_bringup"] = {k: v - udp0[k] for k, v in udp_errors(d).items()}
         time.sleep(args.settle)
 
@@ -378,6 +383,8 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
                 ),
                 "late_slots": ps1.get("late_slots", 0) - ps0.get("late_slots", 0),
                 "resyncs": ps1.get("resyncs", 0) - ps0.get("resyncs", 0),
+                "gap_max_ms": peer_witness(peer.recent(int(window) + 1))["peer_gap_max_ms"],
+                "gaps_over_detect": ps1.get("gaps_over_detect", 0) - ps0.get("gaps_over_detect", 0),
                 "steady_filter": ps1.get("steady_filter"),
                 "send_errors": ps1.get("send_errors", 0) - ps0.get("send_errors", 0),
             },
@@ -402,6 +409,16 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
         out["peer_final"] = peer.stop()
     out["duration_s"] = round(time.monotonic() - t_rung, 1)
     return out
+
+
+def peer_witness(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The synthetic peer's own punctuality over its status lines: its worst gap between two
+    periodic frames of a session, and how many slots went out later than the detection time
+    (each a silence the engine is right to declare Down: the environment's, not the engine's)."""
+    return {
+        "peer_gap_max_ms": max((x.get("gap_max_ms", 0) for x in lines), default=None),
+        "peer_gaps_over_detect": lines[-1].get("gaps_over_detect") if lines else None,
+    }
 
 
 def silence_check(eng: EngineProcess, peer: PeerProcess, n: int, interval_ms: int) -> dict[str, Any]:

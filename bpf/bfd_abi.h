@@ -92,7 +92,9 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
  * life. A peer answering each P of our Poll with an F, or repeating its own
  * Poll, otherwise sends the engine one packet per interval per session until
  * it has caught up (1024 sessions at 10 ms: 100 k/s). One copy per hold
- * still goes up, in case the socket lost the first.
+ * still goes up, in case the socket lost the first. The same hold spares
+ * the engine the event of a Poll XDP answered (BFD_EV_POLL) when it repeats
+ * one already reported (poll_repeat): the Final still leaves for each.
  */
 #define BFD_PASS_HOLD_NS 250000000
 
@@ -109,6 +111,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(SPREAD, spread)                 \
 	X(EVENT_LOST, event_lost)         \
 	X(PASS_REPEAT, pass_repeat)       \
+	X(POLL_REPEAT, poll_repeat)       \
 	X(DROP_IP_OPTIONS, ip_options)    \
 	X(DROP_FRAGMENT, fragment)        \
 	X(DROP_TTL, ttl)                  \

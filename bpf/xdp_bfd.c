@@ -746,13 +746,19 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		 * timer says), and tell the engine what it asked. Also for a session
 		 * whose steady packets XDP does not answer: at bring-up every peer
 		 * announces its fast rate with a Poll, and left to userspace those
-		 * Polls repeat at that rate until answered (docs/fastpath.md).
+		 * Polls repeat at that rate until answered (docs/fastpath.md). A
+		 * peer repeats its Poll until our Final reaches its own reader: the
+		 * engine hears each one once per BFD_PASS_HOLD_NS.
 		 */
-		struct bfd_event ev = {};
-		ev.ifindex = p.key.ifindex;
-		ev.ttl = p.ttl;
-		__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
-		emit(BFD_EV_POLL, idx, c, c->epoch, now, now, &ev);
+		if (repeats_passed(st, bfd, now)) {
+			count(BFD_C_POLL_REPEAT);
+		} else {
+			struct bfd_event ev = {};
+			ev.ifindex = p.key.ifindex;
+			ev.ttl = p.ttl;
+			__builtin_memcpy(ev.pkt, bfd, BFD_CONTROL_LEN);
+			emit(BFD_EV_POLL, idx, c, c->epoch, now, now, &ev);
+		}
 	}
 	r = reply(ctx, &p, bfd, c, my_discr, flags & BFD_FLAG_POLL);
 	if (r == XDP_TX) {

@@ -627,6 +627,34 @@ def test_repeats_of_a_packet_passed_up_are_dropped_in_xdp(live, timing, name):
     assert_undisturbed(live, before, again)
 
 
+@pytest.mark.parametrize("name", SESSIONS)
+@undisturbed_window
+def test_repeats_of_a_poll_are_each_answered_and_reported_once(live, timing, name):
+    """A Poll XDP answers is reported to the engine once per hold, but every copy gets its Final.
+
+    A peer repeats its Poll at its own rate until our Final reaches it; at
+    bring-up a thousand sessions do so at once. ``N`` copies back to back:
+    ``N`` Finals on the wire, ``N - 1`` ``poll_repeat`` (one event), nothing
+    passed up and nothing counted as a reject.
+    """
+    s = live.sess[name]
+    f = frame(live, name, genuine(live, name), sport=MARKER_SPORT, src_mac=MARKER_MAC)
+    before = live.engine.stats()
+    c0 = before["counters"]
+    mark = len(live.capm.snapshot())
+    assert send_frames(live.p, "veth-p", [f] * N) == N
+    finals = marker_replies(live, mark, lambda p: p.src == s.local and p.final, n=N)
+    after = stats_when(
+        live, lambda st: st["counters"]["poll_repeat"] >= c0["poll_repeat"] + N - 1, "the repeats counted"
+    )
+    c1 = after["counters"]
+    assert len(finals) == N
+    assert c1["poll_repeat"] - c0["poll_repeat"] == N - 1
+    assert c1["xdp_pass"] == c0["xdp_pass"]
+    assert all_drops(after) == all_drops(before), "a repeated Poll is not a reject"
+    assert_undisturbed(live, before, after)
+
+
 @undisturbed_window
 def test_back_to_back_copies_are_rate_limited(live, timing):
     """RFC 5880 §6.8.7: five copies in a burst get at most one reply; the rest count ``tx_early``."""

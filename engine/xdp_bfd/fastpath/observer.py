@@ -288,6 +288,7 @@ class Offload:
         counters["xdp_tx"] = totals.pop("xdp_tx", 0)
         counters["xdp_pass"] = totals.pop("xdp_pass", 0)
         counters["pass_repeat"] = totals.pop("pass_repeat", 0)  # not a reject: BFD_PASS_HOLD_NS
+        counters["poll_repeat"] = totals.pop("poll_repeat", 0)  # answered with Final, event not repeated
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["echo_rx"] = totals.pop("echo_rx", 0)  # our own echo back (fastpath.echo), not a reject
         counters["tx_early"] = totals.pop("tx_early", 0)

@@ -118,6 +118,7 @@ class StatsCollector(Collector):
             "xdp_tx",
             "xdp_pass",
             "pass_repeat",
+            "poll_repeat",
             "echo_tx",
             "echo_rx",
             "tx_early",
