@@ -16,11 +16,13 @@ In steady state every Up session sends its prebuilt Up frame once per interval,
 without the §6.8.7 jitter (a deliberate simplification: a steady cadence). The
 interval is cut into slots of at least 1 ms and the sessions spread evenly over
 them, so the send rate is smooth (N / interval packets a second, in small
-batches); the loop sleeps to absolute slot deadlines and reports how late it
-ran. Frames (Ethernet + IPv4 + UDP with a full checksum +
-24 bytes of BFD) are built once per state change and sent through an AF_PACKET
-socket on the interface, which bypasses nothing the engine sees: they enter the
-engine's XDP hook exactly as a real peer's would.
+batches, one sendmmsg(2) call a slot); the loop sleeps to absolute slot
+deadlines and reports how late it ran and the longest gap it left between two
+periodic frames of a session (its witness: a gap past the detection time is a
+silence the engine must declare Down). Frames (Ethernet + IPv4 + UDP with a
+full checksum + 24 bytes of BFD) are built once per state change and sent
+through an AF_PACKET socket on the interface, which bypasses nothing the engine
+sees: they enter the engine's XDP hook exactly as a real peer's would.
 
 Receiving uses one UDP socket bound to 0.0.0.0:3784 (IP_PKTINFO names the
 session by its destination address; the bound socket also keeps the namespace
