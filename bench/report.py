@@ -946,7 +946,9 @@ SCALE_HEAD = [
     "userspace CPU % of a core",
     "XDP ns/pkt",
     "XDP % of a core",
+    "bring-up s / flaps on the way",
     "peer late slots / resyncs",
+    "peer worst gap ms / gaps past detection: bring-up; window",
 ]
 
 
@@ -959,7 +961,7 @@ def scale_md(doc: dict[str, Any]) -> list[str]:
             if "error" in r:
                 rows.append(_error_row(ident, r["error"], len(SCALE_HEAD)))
                 continue
-            st = r.get("steady") or {}
+            st, bu = r.get("steady") or {}, r.get("bringup") or {}
             pe = st.get("peer") or {}
             if key == "bfdd_rungs":
                 cpu, ns, xdp = (st.get("dut_cpu") or {}).get("cpu_pct_sched"), "n/a", "n/a (no XDP)"
@@ -983,7 +985,11 @@ def scale_md(doc: dict[str, Any]) -> list[str]:
                     _f(cpu, 2),
                     ns,
                     xdp,
+                    f"{_f(bu.get('after_s'))} / {_f(st.get('flaps_before_window'))}",
                     f"{_f(pe.get('late_slots'))} / {_f(pe.get('resyncs'))}",
+                    # The bed's own silences: a flap after one is the peer's, not the DUT's.
+                    f"{_f(bu.get('peer_gap_max_ms'))} / {_f(bu.get('peer_gaps_over_detect'))}; "
+                    f"{_f(pe.get('gap_max_ms'))} / {_f(pe.get('gaps_over_detect'))}",
                 ]
             )
     return [*_part_stopped(doc, "scale"), *_table(SCALE_HEAD, rows)]

@@ -84,8 +84,10 @@ def scale_rung(n: int, ms: int = 10) -> dict:
             "xdp_cpu_pct": 2.4,
             "xdp_packets_per_s": n * 100.0,
             "xdp_ns_per_packet": 232.0,
-            "peer": {"late_slots": 0, "resyncs": 0},
+            "peer": {"late_slots": 0, "resyncs": 0, "gap_max_ms": 14.5, "gaps_over_detect": 0},
+            "flaps_before_window": 3,
         },
+        "bringup": {"after_s": 14.1, "peer_gap_max_ms": 37.2, "peer_gaps_over_detect": 2},
     }
 
 
@@ -243,6 +245,13 @@ def test_an_errored_ladder_cell_is_a_row_with_its_error_and_no_figure() -> None:
     assert "no figure at L4" in got["ktx_flaps"].why
     assert got["ktx_gap_l4"].verdict == report.NOT_MEASURED
     assert "L4 engine-ktx: WaitTimeout" in report.run_errors(doc)[0]
+
+
+def test_a_scale_row_shows_the_bring_up_beside_the_peers_own_silences() -> None:
+    doc = run_doc()
+    row = next(r for r in report.scale_md(doc) if "| 1024 |" in r)
+    assert "| 14.1 / 3 |" in row
+    assert "| 37.2 / 2; 14.5 / 0 |" in row
 
 
 def test_an_unmeasured_xdp_share_is_an_error_not_a_zero() -> None:
