@@ -115,11 +115,18 @@ class EchoOriginator:
 
     @staticmethod
     def interval_us(entry: Entry) -> int:
-        """RFC 5880 §6.4/§6.8.9: Up, single hop, echo wanted, the peer willing; never faster than it asks."""
+        """RFC 5880 §6.4/§6.8.9: Up, single hop, echo wanted, the peer willing; never faster than it asks.
+
+        Not before the peer says Up as well: its fast path loops echo only over an Up session
+        (as FRR's stack does only once its session is Up), so probes sent while it is still in
+        Init come back as nothing and would be counted lost at every bring-up.
+        """
         s, c = entry.session, entry.session.config
         if entry.slot is None or not entry.offloaded or c.multihop:
             return 0
-        return echo_tx_interval_us(c.echo_tx_us, s.remote_min_echo_rx_us) if s.state == State.UP else 0
+        if s.state != State.UP or s.remote_state != State.UP:
+            return 0
+        return echo_tx_interval_us(c.echo_tx_us, s.remote_min_echo_rx_us)
 
     # -- the observer ---------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.fakehost import FakeHost
 from xdp_bfd.fastpath.echo import EchoOriginator, _Echo
+from xdp_bfd.wire.control import State
 
 RING = 64
 
@@ -97,3 +98,18 @@ def test_no_way_out_yet_is_skipped_not_sent() -> None:
     e = _Echo(slot=3, discr=9, sport=49152, interval_us=20_000, timeout_ns=60_000_000, generation=5)
     o._send(e, 1_000)
     assert (e.skipped, e.sent, e.send_errors, len(host.calls)) == (1, 0, 0, 1)
+
+
+def _entry(state: State, remote: State, *, multihop: bool = False) -> Any:
+    cfg = SimpleNamespace(multihop=multihop, echo_tx_us=10_000)
+    session = SimpleNamespace(config=cfg, state=state, remote_state=remote, remote_min_echo_rx_us=20_000)
+    return SimpleNamespace(slot=1, offloaded=True, session=session)
+
+
+def test_echo_starts_only_once_both_ends_say_up_and_never_over_multihop() -> None:
+    # The slower of ours (10 ms) and the peer's Required Min Echo RX (20 ms), §6.8.9.
+    assert EchoOriginator.interval_us(_entry(State.UP, State.UP)) == 20_000
+    # A peer still in Init does not loop echo yet: nothing to send, nothing to count lost.
+    assert EchoOriginator.interval_us(_entry(State.UP, State.INIT)) == 0
+    assert EchoOriginator.interval_us(_entry(State.INIT, State.UP)) == 0
+    assert EchoOriginator.interval_us(_entry(State.UP, State.UP, multihop=True)) == 0
