@@ -221,12 +221,14 @@ def bpf_stats_enabled() -> Iterator[str]:
 # else on it in that moment.
 
 
-def start_witness(workdir: Path) -> Any:
-    """A started :class:`harness.witness.ReferenceStream` writing under ``workdir``."""
-    from harness.witness import ReferenceStream  # noqa: PLC0415
+def start_witness(workdir: Path, *, per_cpu: bool = False) -> Any:
+    """A started :class:`harness.witness.ReferenceStream` writing under ``workdir``; with
+    ``per_cpu`` one stream pinned to each CPU (``ReferenceStreams``: a window's figures are the
+    worst CPU's, for work whose softirqs may run on either)."""
+    from harness.witness import ReferenceStream, ReferenceStreams  # noqa: PLC0415
 
     workdir.mkdir(parents=True, exist_ok=True)
-    stream = ReferenceStream(workdir)
+    stream = ReferenceStreams(workdir, range(os.cpu_count() or 1)) if per_cpu else ReferenceStream(workdir)
     try:
         return stream.start()
     except BaseException:

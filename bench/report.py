@@ -571,6 +571,12 @@ def _t_takeover(doc: dict[str, Any], perr: dict[str, str]) -> Target:
     )
     if down == 0 and flaps == 0 and gap is not None and gap < detect:
         return Target(key, name, measured, MET, "", figures)
+    # The peer's own witness: it was silent past the detection time before each Down it saw, so
+    # the engine was right to declare them (and its replies, clocked by the peer's, paused too).
+    own = t.get("peer_down_after_own_silence")
+    if down and own == down and flaps == down:
+        why = f"every peer down event ({down}) followed a silence of the peer's own past the detection time"
+        return Target(key, name, measured, NOT_JUDGED, why, figures)
     # Downs are judged by the witness just before them when the run says when they were; a long
     # gap alone (or an older run) by the whole window's.
     at_downs = bool((down or flaps) and t.get("witness_at_downs"))
@@ -949,6 +955,7 @@ SCALE_HEAD = [
     "bring-up s / flaps on the way",
     "peer late slots / resyncs",
     "peer worst gap ms / gaps past detection: bring-up; window",
+    "flaps the peer saw / after its own silence: bring-up; window",
 ]
 
 
@@ -990,6 +997,9 @@ def scale_md(doc: dict[str, Any]) -> list[str]:
                     # The bed's own silences: a flap after one is the peer's, not the DUT's.
                     f"{_f(bu.get('peer_gap_max_ms'))} / {_f(bu.get('peer_gaps_over_detect'))}; "
                     f"{_f(pe.get('gap_max_ms'))} / {_f(pe.get('gaps_over_detect'))}",
+                    # Those the peer cannot explain by its own silence are the DUT's.
+                    f"{_f(bu.get('peer_flaps'))} / {_f(bu.get('peer_flaps_after_silence'))}; "
+                    f"{_f(pe.get('flaps'))} / {_f(pe.get('flaps_after_silence'))}",
                 ]
             )
     return [*_part_stopped(doc, "scale"), *_table(SCALE_HEAD, rows)]
@@ -1001,6 +1011,7 @@ TAKEOVER_HEAD = [
     "old engine gone ms min / max",
     "request → successor serving (READY) ms min / max",
     "peer down events",
+    "of them after the peer's own silence",
     "engine flaps",
     "worst wire gap ms",
     "witness worst stall ms",
@@ -1038,6 +1049,7 @@ def takeover_md(doc: dict[str, Any]) -> list[str]:
                         [x["request_to_ready_ms"] for x in done if x.get("request_to_ready_ms") is not None]
                     ),
                     _f(t.get("peer_down_events")),
+                    _f(t.get("peer_down_after_own_silence")),
                     _f(t.get("engine_flaps")),
                     _f((t.get("wire") or {}).get("worst_gap_ms"), 1),
                     _f(max(stalls), 1) if stalls else "-",

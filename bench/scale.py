@@ -385,6 +385,7 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
                 "resyncs": ps1.get("resyncs", 0) - ps0.get("resyncs", 0),
                 "gap_max_ms": peer_witness(peer.recent(int(window) + 1))["peer_gap_max_ms"],
                 "gaps_over_detect": ps1.get("gaps_over_detect", 0) - ps0.get("gaps_over_detect", 0),
+                "flaps_after_silence": ps1.get("flaps_after_silence", 0) - ps0.get("flaps_after_silence", 0),
                 "steady_filter": ps1.get("steady_filter"),
                 "send_errors": ps1.get("send_errors", 0) - ps0.get("send_errors", 0),
             },
@@ -414,10 +415,14 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
 def peer_witness(lines: list[dict[str, Any]]) -> dict[str, Any]:
     """The synthetic peer's own punctuality over its status lines: its worst gap between two
     periodic frames of a session, and how many slots went out later than the detection time
-    (each a silence the engine is right to declare Down: the environment's, not the engine's)."""
+    (each a silence the engine is right to declare Down: the environment's, not the engine's);
+    and the flaps it saw, with those that followed such a silence of its own."""
+    last = lines[-1] if lines else {}
     return {
         "peer_gap_max_ms": max((x.get("gap_max_ms", 0) for x in lines), default=None),
-        "peer_gaps_over_detect": lines[-1].get("gaps_over_detect") if lines else None,
+        "peer_gaps_over_detect": last.get("gaps_over_detect"),
+        "peer_flaps": last.get("flaps"),
+        "peer_flaps_after_silence": last.get("flaps_after_silence"),
     }
 
 
@@ -520,7 +525,9 @@ def run_bfdd_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             out["all_up"] = True
         except AssertionError:
             out["all_up"] = False
-        out["bringup"] = {"after_s": round(time.monotonic() - t_start, 2), "up": ups()}
+        out["bringup"] = {"after_s": round(time.monotonic() - t_start, 2), "up": ups()} | peer_witness(
+            peer.recent(100000)
+        )
         time.sleep(args.settle)
         pid = frr.pid("bfdd")
         assert pid is not None
@@ -541,6 +548,9 @@ def run_bfdd_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
                 "late_max_ms": max(
                     (x.get("late_max_ms", 0) for x in peer.recent(int(args.seconds) + 1)), default=None
                 ),
+                "gap_max_ms": peer_witness(peer.recent(int(args.seconds) + 1))["peer_gap_max_ms"],
+                "gaps_over_detect": ps1.get("gaps_over_detect", 0) - ps0.get("gaps_over_detect", 0),
+                "flaps_after_silence": ps1.get("flaps_after_silence", 0) - ps0.get("flaps_after_silence", 0),
             },
         }
     finally:

@@ -19,10 +19,14 @@ them, so the send rate is smooth (N / interval packets a second, in small
 batches, one sendmmsg(2) call a slot); the loop sleeps to absolute slot
 deadlines and reports how late it ran and the longest gap it left between two
 periodic frames of a session (its witness: a gap past the detection time is a
-silence the engine must declare Down). Frames (Ethernet + IPv4 + UDP with a
-full checksum + 24 bytes of BFD) are built once per state change and sent
-through an AF_PACKET socket on the interface, which bypasses nothing the engine
-sees: they enter the engine's XDP hook exactly as a real peer's would.
+silence the engine must declare Down). Each Down the engine sends with diag 1
+(detection time expired) while we were Up is judged against that witness (by
+the kernel's receive stamp): it follows a silence of ours on its slot
+(``flaps_after_silence``: a correct detection, the environment's fault) or it
+does not (the engine's flap). Frames (Ethernet + IPv4 + UDP with a full
+checksum + 24 bytes of BFD) are built once per state change and sent through
+an AF_PACKET socket on the interface, which bypasses nothing the engine sees:
+they enter the engine's XDP hook exactly as a real peer's would.
 
 Receiving uses one UDP socket bound to 0.0.0.0:3784 (IP_PKTINFO names the
 session by its destination address; the bound socket also keeps the namespace
@@ -67,6 +71,7 @@ PORT = 3784
 IP_PKTINFO = 8
 SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27
 SO_RCVBUFFORCE = 33
+SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35
 RECV_BATCH = 4096
 DRAIN_CHECK = 32
 
@@ -127,6 +132,45 @@ class Filter:
         raw = b"".join(struct.pack("HBBI", *ins) for ins in _STEADY_FILTER)
         self._buf = ctypes.create_string_buffer(raw, len(raw))
         self.fprog = struct.pack("HL", len(_STEADY_FILTER), ctypes.addressof(self._buf))
+
+
+class Silences:
+    """Each slot's recent silences (gaps of at least a detection time between two of its
+    periodic frames), to judge a Down the DUT sends: after a silence of ours it is a correct
+    detection (the environment's fault: this process was not scheduled), without one it is
+    the DUT's flap. Times are CLOCK_REALTIME seconds, the clock of the loop's own (kernel receive
+    stamps are converted to it).
+
+    A Down is explained by a silence that began at least a detection time before it reached
+    us (so the DUT could have expired by then) and ended at most ``lag`` before it (the DUT
+    needs time to send its Down; a Down later than that is counted against the DUT), or by a
+    silence still open when it arrived.
+    """
+
+    KEEP = 4
+
+    def __init__(self, slots: int, detect_s: float, lag_s: float) -> None:
+        self.detect_s, self.lag_s = detect_s, lag_s
+        self.last: list[float] = [0.0] * slots
+        self.gaps: list[list[tuple[float, float]]] = [[] for _ in range(slots)]
+
+    def sent(self, k: int, t: float) -> float:
+        """Slot k's frames left at t; returns the gap since its previous send (0 for the first)."""
+        was, self.last[k] = self.last[k], t
+        if not was:
+            return 0.0
+        if t - was >= self.detect_s:
+            g = self.gaps[k]
+            g.append((was, t))
+            if len(g) > self.KEEP:
+                del g[0]
+        return t - was
+
+    def explains(self, k: int, t_rx: float) -> bool:
+        """Whether a Down from the DUT for a session of slot k, received at t_rx, follows our silence."""
+        if self.last[k] and t_rx - self.last[k] >= self.detect_s:
+            return True
+        return any(s + self.detect_s <= t_rx <= e + self.lag_s for s, e in self.gaps[k])
 
 
 class _Iovec(ctypes.Structure):
@@ -212,6 +256,7 @@ class Peer:
             "late_slots": 0,
             "resyncs": 0,
             "gaps_over_detect": 0,
+            "flaps_after_silence": 0,
         }
         self.up = self.polls_open = 0
         self.late_max_us = 0
@@ -226,6 +271,7 @@ class Peer:
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
         self.rx.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+        self.rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.rx.bind(("0.0.0.0", PORT))
         self.rx.setblocking(False)
 
@@ -233,6 +279,9 @@ class Peer:
         self.slot_us = self.interval_us / slots
         self.members = [list(range(k, self.n, slots)) for k in range(slots)]
         self.batches: list[Batch | None] = [None] * slots  # rebuilt when a member's frame changes
+        # A Down may reach us up to one more detection time after our silence ended.
+        detect_s = self.mult * self.interval_us / 1e6
+        self.silences = Silences(slots, detect_s, lag_s=detect_s)
 
     # -- frames ---------------------------------------------------------------
 
@@ -297,7 +346,8 @@ class Peer:
 
     # -- input ----------------------------------------------------------------
 
-    def on_packet(self, data: bytes, dst: bytes, src: bytes) -> None:
+    def on_packet(self, data: bytes, dst: bytes, src: bytes, t_rx: float = 0.0) -> None:
+        """One packet from the DUT, received at t_rx (monotonic; 0 when unknown)."""
         if len(data) < 24 or data[0] >> 5 != 1 or src != self.engine:
             self.counts["bad"] += 1
             return
@@ -322,6 +372,10 @@ class Peer:
         else:
             new = DOWN if state == DOWN else UP
         changed = new != ours
+        # Diag 1 (Control Detection Time Expired): the DUT heard nothing for a detection time.
+        expired = ours == UP and new == DOWN and data[0] & 0x1F == 1 and t_rx > 0
+        if expired and self.silences.explains(i % len(self.members), t_rx):
+            self.counts["flaps_after_silence"] += 1
         self._set_state(i, new)
         if flags & FLAG_F and self.polling[i]:
             self.polling[i] = False
@@ -338,18 +392,23 @@ class Peer:
     def drain(self, until: float) -> None:
         """Read what is queued, but hand the loop back once ``until`` (the next slot) is due:
         at ~10 us a packet, one unbounded batch was a 40 ms silence towards every session."""
+        # The kernel stamps in CLOCK_REALTIME; the loop keeps time in CLOCK_MONOTONIC.
+        to_mono = time.monotonic() - time.time()
         for n in range(RECV_BATCH):
             if n % DRAIN_CHECK == DRAIN_CHECK - 1 and time.monotonic() >= until:
                 return
             try:
-                data, anc, _flags, addr = self.rx.recvmsg(128, 64)
+                data, anc, _flags, addr = self.rx.recvmsg(128, 128)
             except (BlockingIOError, InterruptedError):
                 return
-            dst = b""
+            dst, t_rx = b"", 0.0
             for level, kind, value in anc:
                 if level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(value) >= 12:
                     dst = value[8:12]  # struct in_pktinfo: ifindex, spec_dst, addr
-            self.on_packet(data, dst, socket.inet_aton(addr[0]))
+                elif level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(value) >= 16:
+                    sec, nsec = struct.unpack_from("qq", value)
+                    t_rx = sec + nsec / 1e9 + to_mono
+            self.on_packet(data, dst, socket.inet_aton(addr[0]), t_rx)
 
     def update_filter(self) -> None:
         want = self.filter_always or (self.up == self.n and self.polls_open == 0)
@@ -390,7 +449,6 @@ class Peer:
         slot_s = self.slot_us / 1e6
         nslots = len(self.members)
         next_slot, k = t0, 0
-        slot_sent = [0.0] * nslots
         fd = self.tx.fileno()
         slip_s = self.interval_us / 4e6
         detect_us = self.mult * self.interval_us
@@ -431,11 +489,10 @@ class Peer:
                 # The witness that matters to the DUT: this slot's sessions' gap since their
                 # last periodic frame (a gap past the detection time is a peer the DUT must
                 # declare Down, not a fault of the DUT).
-                gap = int((now - slot_sent[k]) * 1e6) if slot_sent[k] else 0
+                gap = int(self.silences.sent(k, now) * 1e6)
                 self.gap_max_us = max(self.gap_max_us, gap)
-                if gap > detect_us:
+                if gap >= detect_us:
                     self.counts["gaps_over_detect"] += 1
-                slot_sent[k] = now
                 batch = self.batches[k]
                 if batch is None:
                     frames = [f for f in (self.periodic[i] for i in self.members[k]) if f is not None]

@@ -15,7 +15,8 @@ arguments. Per takeover:
 * ``serving_all_s``: spawn -> every session Up with kernel TX active in its stats.
 
 Across the run: the peer's down events (the synthetic peer counts every Up ->
-Down it sees), the engine's flaps, and on the wire (kernel timestamps, a
+Down it sees, and which of them came after a silence of its own past the
+detection time: the bed's, not the engine's), the engine's flaps, and on the wire (kernel timestamps, a
 subset of sessions, ``--capture-net``) the worst gap in our transmissions and
 any non-Up packet from us.
 
@@ -264,6 +265,7 @@ def run(
         time.sleep(args.settle)
         s0 = eng.stats(timeout=60)
         flaps0 = peer.latest().get("flaps", 0)
+        own0 = peer.latest().get("flaps_after_silence", 0)
         cap = Capture(
             p, "veth-p", work / "takeover.pcap", f"udp and src host {synth_peer.ENGINE_IP} and dst net {net}"
         )
@@ -289,6 +291,8 @@ def run(
         span = (3 + 1) * args.interval_ms / 1000
         out["witness_at_downs"] = witness_at_downs(witness, out["wire"]["first_non_up_ts"], span)
         out["peer_down_events"] = peer.latest().get("flaps", 0) - flaps0
+        # Those that followed a silence of the peer's own past the detection time (its witness).
+        out["peer_down_after_own_silence"] = peer.latest().get("flaps_after_silence", 0) - own0
         out["engine_flaps"] = sum(a1[k]["flaps"] - a0[k]["flaps"] for k in a1 if k in a0)
         out["same_discriminators"] = set(a0) == set(a1)
         out["sessions_up_at_end"] = s1["sessions_up"]
@@ -350,7 +354,8 @@ def main() -> int:
     )
     print(
         f"{args.sessions} sessions at 3x{args.interval_ms} ms: "
-        f"peer down events {doc.get('peer_down_events')}, "
+        f"peer down events {doc.get('peer_down_events')} "
+        f"({doc.get('peer_down_after_own_silence')} after its own silence), "
         f"engine flaps {doc.get('engine_flaps')}, peer late max {doc.get('peer_late_max_ms')} ms, "
         f"wire {doc.get('wire')}\n{path}"
     )

@@ -84,10 +84,23 @@ def scale_rung(n: int, ms: int = 10) -> dict:
             "xdp_cpu_pct": 2.4,
             "xdp_packets_per_s": n * 100.0,
             "xdp_ns_per_packet": 232.0,
-            "peer": {"late_slots": 0, "resyncs": 0, "gap_max_ms": 14.5, "gaps_over_detect": 0},
+            "peer": {
+                "late_slots": 0,
+                "resyncs": 0,
+                "gap_max_ms": 14.5,
+                "gaps_over_detect": 0,
+                "flaps": 0,
+                "flaps_after_silence": 0,
+            },
             "flaps_before_window": 3,
         },
-        "bringup": {"after_s": 14.1, "peer_gap_max_ms": 37.2, "peer_gaps_over_detect": 2},
+        "bringup": {
+            "after_s": 14.1,
+            "peer_gap_max_ms": 37.2,
+            "peer_gaps_over_detect": 2,
+            "peer_flaps": 3,
+            "peer_flaps_after_silence": 2,
+        },
     }
 
 
@@ -105,6 +118,7 @@ def takeover_part(down: int = 0, gap: float = 16.0, stall: float = 0.3) -> dict:
         "wire": {"worst_gap_ms": gap},
         "witness": {"stall_ms": stall},
         "peer_down_events": down,
+        "peer_down_after_own_silence": 0,
         "engine_flaps": down,
         "peer_sched": "deadline 4000/10000 us",
     }
@@ -252,6 +266,7 @@ def test_a_scale_row_shows_the_bring_up_beside_the_peers_own_silences() -> None:
     row = next(r for r in report.scale_md(doc) if "| 1024 |" in r)
     assert "| 14.1 / 3 |" in row
     assert "| 37.2 / 2; 14.5 / 0 |" in row
+    assert "| 3 / 2; 0 / 0 |" in row
 
 
 def test_an_unmeasured_xdp_share_is_an_error_not_a_zero() -> None:
@@ -318,7 +333,7 @@ def test_detection_missed_only_because_of_a_stalled_kill_is_not_judged() -> None
 def test_takeover_table_and_target() -> None:
     doc = run_doc()
     row = report.takeover_md(doc)[2]
-    assert row.startswith("| 64 | 5/5 | 8.0 / 12.0 | 60.0 / 64.0 | 0 | 0 | 16.0 |")
+    assert row.startswith("| 64 | 5/5 | 8.0 / 12.0 | 60.0 / 64.0 | 0 | 0 | 0 | 16.0 |")
     doc["takeover"] = takeover_part(down=64, gap=995.0)
     assert verdicts(doc)["takeover_hitless"].verdict == report.NOT_MET
     # Down events are judged by the witness just before them, not anywhere in the window.
@@ -467,3 +482,13 @@ def test_echo_rows_come_from_the_engine_ktx_cells_and_an_echo_error_is_its_row()
     bad = next(r for r in lines if r.startswith(f"| {cells[1]['level']} |"))
     assert "**error**: the engine reported no echo" in bad and "None" not in bad
     assert any("Echo originator" in line for line in report.sections_md(doc))
+
+
+def test_takeover_downs_after_the_peers_own_silence_are_not_judged_and_one_without_is() -> None:
+    doc = run_doc()
+    doc["takeover"] = takeover_part(down=3, gap=40.0) | {"peer_down_after_own_silence": 3}
+    t = verdicts(doc)["takeover_hitless"]
+    assert t.verdict == report.NOT_JUDGED and "silence of the peer's own" in t.why
+    assert report.takeover_md(doc)[2].startswith("| 64 | 5/5 | 8.0 / 12.0 | 60.0 / 64.0 | 3 | 3 | 3 |")
+    doc["takeover"]["peer_down_after_own_silence"] = 2  # one Down the peer's silence does not explain
+    assert verdicts(doc)["takeover_hitless"].verdict == report.NOT_MET
