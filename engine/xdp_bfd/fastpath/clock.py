@@ -26,6 +26,7 @@ this observer may add that the kernel also sends unasked
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import logging
 import math
@@ -46,6 +47,10 @@ log = logging.getLogger("xdp_bfd")
 JITTER_LOW, JITTER_HIGH, JITTER_HIGH_MULT1 = 0.77, 0.98, 0.88
 # A frame not seen for this many periods is lost (the sweep's report), never less than the floor.
 LOST_PERIODS, LOST_FLOOR_NS = 2, 5_000_000
+# A clock stopped by its session leaving Up keeps its share of the budget this long: a flapping
+# session comes back to its own class, and a flap storm past the budget does not hand shares
+# round (each new holder a class change, two netlink round trips: docs/benchmarks.md).
+SHARE_HOLD_NS = 10_000_000_000
 
 
 def ticks_per_s(period_ns: int) -> float:
@@ -65,6 +70,7 @@ class Tick:
     armed_ns: int = 0  # CLOCK_MONOTONIC when this generation's frame was sent in
     restarts: int = 0  # frames sent in again after a loss
     class_ns: int = 0  # the period of the slot's htb class as last set, 0 when it has none
+    held_ns: int = 0  # stopped but keeping its share until then (CLOCK_MONOTONIC), 0 when not
 
 
 class Clock:
@@ -76,6 +82,8 @@ class Clock:
         self.budget, self.load = budget, 0.0
         self.refused: set[int] = set()  # slots whose clock the budget refused (until it starts or leaves)
         self._budget_said = False
+        self.now_ns = time.monotonic_ns
+        self.holds: collections.deque[tuple[int, int]] = collections.deque()  # (until_ns, slot), oldest first
         abi = fp.abi
         self.run_flag = int(abi.TickFlag.RUN)
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
@@ -129,6 +137,7 @@ class Clock:
         if t is not None:
             if t.running:
                 self._stop(entry.slot, t)
+            self._release(t)
             # The generation stays with the slot: a frame still in flight dies as stale.
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
@@ -142,18 +151,23 @@ class Clock:
         t = self.ticks.setdefault(slot, Tick())
         if not self.wanted(entry):
             if t.running:
-                self._stop(slot, t)
+                self._stop(slot, t, hold=True)
             return
         period_ns = s.tx_interval_us * 1000
         pkt = encode_control(replace(s.current_packet(), poll=s.poll_active))
         lengths = self.lengths(s.config.detect_mult)
-        cost = ticks_per_s(period_ns) - (ticks_per_s(t.period_ns) if t.running else 0.0)
+        if not t.running:
+            self._expire_holds()
+        # A held share is still counted in the load: coming back costs only a change of period.
+        cost = ticks_per_s(period_ns) - (ticks_per_s(t.period_ns) if t.running or t.held_ns else 0.0)
         if cost > 0 and self.load + cost > self.budget:
             # Over budget the session stays as it was before the clock: XDP's replies, the loop's packets.
             if t.running:
                 self._stop(slot, t)
+            self._release(t)
             self._refuse(slot, entry)
             return
+        t.held_ns = 0
         if not t.running or period_ns < t.period_ns:
             # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
             # A stopped slot's class at this very period has no debt (its bucket refilled while idle):
@@ -175,10 +189,28 @@ class Clock:
             self._write(slot, t)
         s.periodic_tx_external = True
 
-    def _stop(self, slot: int, t: Tick) -> None:
+    def _stop(self, slot: int, t: Tick, *, hold: bool = False) -> None:
         t.running = False
-        self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
+        if hold:
+            t.held_ns = self.now_ns() + SHARE_HOLD_NS
+            self.holds.append((t.held_ns, slot))
+        else:
+            self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
         self._write(slot, t)
+
+    def _release(self, t: Tick) -> None:
+        """A held share goes back to the budget."""
+        if t.held_ns:
+            t.held_ns = 0
+            self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
+
+    def _expire_holds(self) -> None:
+        now = self.now_ns()
+        while self.holds and self.holds[0][0] <= now:
+            until, slot = self.holds.popleft()
+            t = self.ticks.get(slot)
+            if t is not None and t.held_ns == until and not t.running:  # else restarted or re-held since
+                self._release(t)
 
     def _refuse(self, slot: int, entry: Entry) -> None:
         self.refused.add(slot)
@@ -248,6 +280,8 @@ class Clock:
         doc["kernel_clock"] = {
             "loop": LOOP_A,
             "clocked_sessions": sum(1 for t in self.ticks.values() if t.running),
+            # Stopped with their session's Up, keeping their share for SHARE_HOLD_NS.
+            "held_shares": sum(1 for t in self.ticks.values() if t.held_ns and not t.running),
             "budget_per_s": self.budget,
             "load_per_s": round(self.load),
             "over_budget": len(self.refused),

@@ -17,7 +17,7 @@ import pytest
 from harness.sessions import bring_up, deliver, make, packet
 from xdp_bfd.core.host import Entry
 from xdp_bfd.fastpath.abi import load as load_abi
-from xdp_bfd.fastpath.clock import JITTER_HIGH, JITTER_HIGH_MULT1, JITTER_LOW, Clock
+from xdp_bfd.fastpath.clock import JITTER_HIGH, JITTER_HIGH_MULT1, JITTER_LOW, SHARE_HOLD_NS, Clock
 from xdp_bfd.session import AuthConfig
 from xdp_bfd.wire import control
 
@@ -259,9 +259,8 @@ def test_the_frame_lengths_keep_the_rfc_jitter_band(mult: int, high: float) -> N
     assert hi <= (0.9 if mult == 1 else 1.0) * full and lo < hi
 
 
-def test_past_its_budget_the_clock_leaves_sessions_as_they_were_and_says_so_once(caplog) -> None:
-    # 10 ms: about 114 releases/s a session; a budget of 250 takes two of them.
-    clock, loop, cfg = _clock(budget=250)
+def _three_up(clock: Clock) -> list[Entry]:
+    """Three sessions at 10 ms in slots 0-2 come Up, in that order."""
     entries = []
     for slot in range(3):
         e = _entry()
@@ -269,6 +268,13 @@ def test_past_its_budget_the_clock_leaves_sessions_as_they_were_and_says_so_once
         _up(e)
         clock.serviced(e)
         entries.append(e)
+    return entries
+
+
+def test_past_its_budget_the_clock_leaves_sessions_as_they_were_and_says_so_once(caplog) -> None:
+    # 10 ms: about 114 releases/s a session; a budget of 250 takes two of them.
+    clock, loop, cfg = _clock(budget=250)
+    entries = _three_up(clock)
     assert [s for s, _gen in loop.injected] == [0, 1]
     assert [e.session.periodic_tx_external for e in entries] == [True, True, False]
     doc: dict = {}
@@ -278,10 +284,46 @@ def test_past_its_budget_the_clock_leaves_sessions_as_they_were_and_says_so_once
     clock.document(doc)
     assert doc["kernel_clock"]["over_budget"] == 1
     assert sum("budget of 250 releases/s is spent" in r.message for r in caplog.records) == 1
-    # A clock that stops gives its share back: the third session gets one at its next service.
+    # A clock that stops keeps its share for SHARE_HOLD_NS, then gives it back: the third
+    # session gets one at its first service after that.
+    now = [1_000]
+    clock.now_ns = lambda: now[0]
     entries[0].session.detection_expired(100_000)
     clock.serviced(entries[0])
     clock.serviced(entries[2])
+    assert [s for s, _gen in loop.injected] == [0, 1] and not entries[2].session.periodic_tx_external
+    clock.document(doc)
+    assert (doc["kernel_clock"]["held_shares"], doc["kernel_clock"]["over_budget"]) == (1, 1)
+    now[0] += SHARE_HOLD_NS
+    clock.serviced(entries[2])
     assert loop.injected[-1] == (2, 1) and cfg.data[2].flags == ABI.TickFlag.RUN
     clock.document(doc)
-    assert doc["kernel_clock"]["over_budget"] == 0
+    assert (doc["kernel_clock"]["held_shares"], doc["kernel_clock"]["over_budget"]) == (0, 0)
+
+
+def test_a_flapping_session_comes_back_to_its_held_share_and_others_wait() -> None:
+    """Past the budget a flap hands no share round: no class change, no netlink, for anyone."""
+    clock, loop, cfg = _clock(budget=250)  # two sessions at 10 ms
+    now = [1_000]
+    clock.now_ns = lambda: now[0]
+    entries = _three_up(clock)
+    classes = len(loop.fresh)
+    for n in range(3):
+        entries[0].session.detection_expired(100_000 * (n + 1))
+        clock.serviced(entries[0])
+        clock.serviced(entries[2])  # the waiting session: refused while the share is held
+        now[0] += SHARE_HOLD_NS // 2
+        _up(entries[0])
+        clock.serviced(entries[0])
+        assert cfg.data[0].flags == ABI.TickFlag.RUN and loop.injected[-1] == (0, n + 2)
+    assert len(loop.fresh) == classes and not entries[2].session.periodic_tx_external
+    assert [s for s, _gen in loop.injected].count(2) == 0
+    # Removed while held: the share goes back at once.
+    entries[0].session.detection_expired(900_000)
+    clock.serviced(entries[0])
+    clock.removed(entries[0])
+    clock.serviced(entries[2])
+    assert loop.injected[-1] == (2, 1)
+    doc: dict = {}
+    clock.document(doc)
+    assert doc["kernel_clock"]["load_per_s"] <= 250 and doc["kernel_clock"]["held_shares"] == 0
