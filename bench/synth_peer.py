@@ -138,8 +138,8 @@ class Silences:
     """Each slot's recent silences (gaps of at least a detection time between two of its
     periodic frames), to judge a Down the DUT sends: after a silence of ours it is a correct
     detection (the environment's fault: this process was not scheduled), without one it is
-    the DUT's flap. Times are CLOCK_REALTIME seconds, the clock of the loop's own (kernel receive
-    stamps are converted to it).
+    the DUT's flap. Times are the loop's CLOCK_MONOTONIC seconds (the kernel's receive stamps,
+    CLOCK_REALTIME, are converted to it).
 
     A Down is explained by a silence that began at least a detection time before it reached
     us (so the DUT could have expired by then) and ended at most ``lag`` before it (the DUT

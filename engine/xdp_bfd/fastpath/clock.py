@@ -280,7 +280,7 @@ class Clock:
         doc["kernel_clock"] = {
             "loop": LOOP_A,
             "clocked_sessions": sum(1 for t in self.ticks.values() if t.running),
-            # Stopped with their session's Up, keeping their share for SHARE_HOLD_NS.
+            # Stopped when their session left Up, still holding their share (SHARE_HOLD_NS).
             "held_shares": sum(1 for t in self.ticks.values() if t.held_ns and not t.running),
             "budget_per_s": self.budget,
             "load_per_s": round(self.load),
