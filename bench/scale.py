@@ -374,18 +374,8 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             },
             "engine_udp_errors": {k: udp1[k] - udp0[k] for k in udp0},
             "peer_cpu": benchlib.cpu_delta(pcpu0, pcpu1),
-            "peer": {
-                "flaps": ps1.get("flaps", 0) - ps0.get("flaps", 0),
-                "up": ps1.get("up"),
-                # Status lines come every second, each with the worst lateness since the last.
-                "late_max_ms": max(
-                    (x.get("late_max_ms", 0) for x in peer.recent(int(window) + 1)), default=None
-                ),
-                "late_slots": ps1.get("late_slots", 0) - ps0.get("late_slots", 0),
-                "resyncs": ps1.get("resyncs", 0) - ps0.get("resyncs", 0),
-                "gap_max_ms": peer_witness(peer.recent(int(window) + 1))["peer_gap_max_ms"],
-                "gaps_over_detect": ps1.get("gaps_over_detect", 0) - ps0.get("gaps_over_detect", 0),
-                "flaps_after_silence": ps1.get("flaps_after_silence", 0) - ps0.get("flaps_after_silence", 0),
+            "peer": peer_window(ps0, ps1, peer.recent(int(window) + 1))
+            | {
                 "steady_filter": ps1.get("steady_filter"),
                 "send_errors": ps1.get("send_errors", 0) - ps0.get("send_errors", 0),
             },
@@ -423,6 +413,25 @@ def peer_witness(lines: list[dict[str, Any]]) -> dict[str, Any]:
         "peer_gaps_over_detect": last.get("gaps_over_detect"),
         "peer_flaps": last.get("flaps"),
         "peer_flaps_after_silence": last.get("flaps_after_silence"),
+    }
+
+
+def peer_window(ps0: dict[str, Any], ps1: dict[str, Any], lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The synthetic peer over a window, from its status before (ps0) and after (ps1) and the
+    status lines within it (each with the worst lateness and gap since the line before)."""
+
+    def delta(key: str) -> int:
+        return ps1.get(key, 0) - ps0.get(key, 0)
+
+    return {
+        "flaps": delta("flaps"),
+        "up": ps1.get("up"),
+        "late_max_ms": max((x.get("late_max_ms", 0) for x in lines), default=None),
+        "late_slots": delta("late_slots"),
+        "resyncs": delta("resyncs"),
+        "gap_max_ms": peer_witness(lines)["peer_gap_max_ms"],
+        "gaps_over_detect": delta("gaps_over_detect"),
+        "flaps_after_silence": delta("flaps_after_silence"),
     }
 
 
@@ -539,19 +548,8 @@ def run_bfdd_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             "dut_cpu": benchlib.cpu_delta(cpu0, cpu1),
             "sessions_up": up1,
             "flaps": down1 - down0,
-            "peer": {
-                "flaps": ps1.get("flaps", 0) - ps0.get("flaps", 0),
-                "up": ps1.get("up"),
-                "late_slots": ps1.get("late_slots", 0) - ps0.get("late_slots", 0),
-                # A stalled peer loop (a busy machine) makes bfdd flap without bfdd being at fault.
-                "resyncs": ps1.get("resyncs", 0) - ps0.get("resyncs", 0),
-                "late_max_ms": max(
-                    (x.get("late_max_ms", 0) for x in peer.recent(int(args.seconds) + 1)), default=None
-                ),
-                "gap_max_ms": peer_witness(peer.recent(int(args.seconds) + 1))["peer_gap_max_ms"],
-                "gaps_over_detect": ps1.get("gaps_over_detect", 0) - ps0.get("gaps_over_detect", 0),
-                "flaps_after_silence": ps1.get("flaps_after_silence", 0) - ps0.get("flaps_after_silence", 0),
-            },
+            # A stalled peer loop (a busy machine) makes bfdd flap without bfdd being at fault.
+            "peer": peer_window(ps0, ps1, peer.recent(int(args.seconds) + 1)),
         }
     finally:
         if frr is not None:
