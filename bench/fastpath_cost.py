@@ -28,6 +28,12 @@ Windows, N seconds each (``--seconds``, default 5), each kind ``--rounds`` times
    each program: the same code with warm caches; ``sbfd_burst`` the same with
    S-BFD requests (the bench's reflector has a rate limit above the burst, so
    every frame is answered, not dropped by the bucket).
+5. ``auth``    — (before FRR is configured) an authenticated session (keyed
+   SHA1) on a third veth pair (veth-d3/veth-p3) against a second engine with
+   its fast path, both kernel-clocked at 3x10 ms: what the XDP program costs
+   for a peer's authenticated packet it accepts without a digest (the last one
+   the engine verified, docs/fastpath.md), against the bare reflector; the
+   second engine is stopped before the control windows.
 
 ns/packet = delta run_time_ns / delta run_cnt over the window (the engine's
 from its stats JSON ``xdp`` section, the reflector's from /proc/PID/fdinfo),
@@ -68,6 +74,7 @@ TARGET_NS = 250
 PROG_TYPE_XDP = 6
 SBFD_DISCR = 456  # the engine's reflector discriminator in this bench
 SBFD_PORT = 7784
+AUTH = "{type: keyed-sha1, key_id: 1, secret: 'bench-auth-key'}"
 
 
 def echo_frame(peer: Link, local: Link) -> bytes:
@@ -190,6 +197,7 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
     topo = Topology()
     frr: Frr | None = None
     eng: EngineProcess | None = None
+    peer_eng: EngineProcess | None = None
     refl: subprocess.Popen | None = None
     inj: Injector | None = None
     out: dict[str, Any] = {"mode": mode}
@@ -198,6 +206,7 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
         d, p = topo.namespace("d"), topo.namespace("p")
         a, b = topo.veth(d, "veth-d", p, "veth-p")
         a2, b2 = topo.veth(d, "veth-d2", p, "veth-p2")
+        a3, b3 = topo.veth(d, "veth-d3", p, "veth-p3")
         if mode == "native":
             attach_xdp_pass(p, "veth-p")
             attach_xdp_pass(p, "veth-p2")
@@ -226,8 +235,11 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
             f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {INTERVAL_MS}}}\n"
             # The bucket above any burst here: the cost measured is an answer's, never a drop's.
             f"- {{sbfd_reflector: {SBFD_DISCR}, rate_pps: 10000000, burst: 10000000}}\n"
+            f"- {{local: {a3.ip4}, peer: {b3.ip4}, interface: veth-d3, "
+            f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {INTERVAL_MS}, auth: {AUTH}}}\n"
         )
-        args = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--xdp-mode", mode]
+        sessions.chmod(0o600)  # it holds a key
+        args = ["--sessions", str(sessions), "--kernel-tx", "veth-d,veth-d3", "--xdp-mode", mode]
         eng = EngineProcess(d, args, work).start()
         out["attach_line"] = eng.wait_log("kernel-tx: XDP attached to veth-d", timeout=60).strip()
         dumps: dict[str, Any] = {}
@@ -261,6 +273,46 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
             w["engine"]["sbfd_tx"] = c1.get("sbfd_tx", 0) - c0.get("sbfd_tx", 0)
             out["sbfd"].append(w)
 
+        # 1c. Authenticated: a second engine on pair 3, both kernel-clocked; the reflector fed alongside.
+        peer_sessions = work / f"sessions-{mode}-peer.yml"
+        peer_sessions.write_text(
+            f"- {{local: {b3.ip4}, peer: {a3.ip4}, interface: veth-p3, "
+            f"min_tx_ms: {INTERVAL_MS}, min_rx_ms: {INTERVAL_MS}, auth: {AUTH}}}\n"
+        )
+        peer_sessions.chmod(0o600)
+        peer_eng = EngineProcess(
+            p, ["--sessions", str(peer_sessions), "--kernel-tx", "veth-p3", "--xdp-mode", mode], work
+        ).start()
+
+        def auth_clocked() -> dict | None:
+            s = eng.session(str(b3.ip4))
+            return s if s["state"] == "up" and s["kernel_clock"] else None
+
+        wait_until(auth_clocked, timeout=60, what="the authenticated session Up and kernel-clocked")
+        time.sleep(0.5)  # past the Poll that switches the timers
+
+        def auth_body() -> float:
+            t0 = time.monotonic()
+            inj.paced({"veth-p2": frames["veth-p2"]}, rate=ECHO_RATE, seconds=seconds)
+            return time.monotonic() - t0
+
+        out["auth"] = []
+        for _ in range(rounds):
+            w = measure(probes, auth_body)
+            s0, s1 = dumps["dumps"][-2], dumps["dumps"][-1]
+            a0 = next(x for x in s0["sessions"] if x["peer"] == str(b3.ip4))
+            a1 = next(x for x in s1["sessions"] if x["peer"] == str(b3.ip4))
+            w["engine"] |= {
+                "auth_steady": s1["counters"]["auth_steady"] - s0["counters"]["auth_steady"],
+                "xdp_pass": s1["counters"]["xdp_pass"] - s0["counters"]["xdp_pass"],
+                "kernel_tx_packets": a1["kernel_tx_packets"] - a0["kernel_tx_packets"],
+                "user_tx_packets": a1["user_tx_packets"] - a0["user_tx_packets"],
+                "flaps": a1["flaps"] - a0["flaps"],
+            }
+            out["auth"].append(w)
+        peer_eng.cleanup()  # its packets would be in every later window
+        peer_eng = None
+
         # 2. Control: FRR at 3x10 ms, session Up and answered by the kernel; the reflector fed alongside.
         frr.configure(
             *bfd_peer_block(
@@ -286,7 +338,8 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
         for _ in range(rounds):
             w = measure(probes, control_body)
             s0, s1 = dumps["dumps"][-2], dumps["dumps"][-1]
-            a0, a1 = s0["sessions"][0], s1["sessions"][0]
+            a0 = next(x for x in s0["sessions"] if x["peer"] == str(b.ip4))
+            a1 = next(x for x in s1["sessions"] if x["peer"] == str(b.ip4))
             ktx = a1["kernel_tx_packets"] - a0["kernel_tx_packets"]
             utx = a1["user_tx_packets"] - a0["user_tx_packets"]
             w["engine"] |= {
@@ -334,6 +387,8 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
             if refl.poll() is None:
                 refl.kill()
                 refl.wait(timeout=10)
+        if peer_eng is not None:
+            peer_eng.cleanup()
         if eng is not None:
             eng.cleanup()
         if frr is not None:
@@ -346,7 +401,7 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
 def summarize(r: dict[str, Any]) -> None:
     """Medians over the rounds of each window kind, and the table rows, into ``r``."""
     r["median"], r["rows"] = {}, []
-    for kind in ("control", "echo", "burst", "sbfd", "sbfd_burst"):
+    for kind in ("control", "echo", "burst", "sbfd", "sbfd_burst", "auth"):
         ws = r.get(kind) or []
         if not ws:
             continue
@@ -418,7 +473,7 @@ def main() -> int:
         with benchlib.bpf_stats_enabled() as old:
             doc["machine"]["bpf_stats_enabled_restored_to"] = old
             for mode in modes:
-                print(f"-- {mode}: echo, S-BFD, control ({args.seconds:g} s each), bursts", flush=True)
+                print(f"-- {mode}: echo, S-BFD, auth, control ({args.seconds:g} s each), bursts", flush=True)
                 r = run_mode(mode, args.seconds, args.rounds, work, args.burst)
                 summarize(r)
                 doc["results"].append(r)
@@ -452,6 +507,10 @@ def main() -> int:
     if refl:
         here = ", ".join(f"{m} {v:.0f} ns" for m, v in refl.items() if v is not None)
         print(f"S-BFD reflector answer (median of {args.rounds} windows): {here}")
+    auth = {r["mode"]: r["median"]["auth"]["engine_ns_per_packet"] for r in doc["results"] if r.get("auth")}
+    if auth:
+        here = ", ".join(f"{m} {v:.0f} ns" for m, v in auth.items() if v is not None)
+        print(f"authenticated packet accepted in XDP (keyed SHA1, median of {args.rounds} windows): {here}")
     if doc["leftover_namespaces"]:
         print(f"WARNING: namespaces left behind: {' '.join(doc['leftover_namespaces'])}")
     print(f"result: {path}")

@@ -930,6 +930,7 @@ def cost_md(doc: dict[str, Any]) -> list[str]:
                         "burst": "echo, warm",
                         "sbfd": "S-BFD reflector answer",
                         "sbfd_burst": "S-BFD reflector, warm",
+                        "auth": "authenticated packet accepted (keyed SHA1, no digest)",
                     }[kind],
                     _f(med.get("engine_ns_per_packet"), 0),
                     f"{_f(med['engine_min'], 0)}-{_f(med['engine_max'], 0)}"

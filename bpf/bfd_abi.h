@@ -28,6 +28,13 @@
 #define BFD_VERSION 1
 #define BFD_CONTROL_LEN 24      /* the mandatory section (RFC 5880 §4.1) */
 #define BFD_CONTROL_LEN_AUTH 26 /* with the A bit: at least Auth Type and Auth Len */
+#define BFD_AUTH_SIMPLE 1       /* §4.2: Auth Type, Auth Len, Key ID, then 1-16 bytes of password */
+#define BFD_AUTH_KEYED_MD5 2    /* §4.3: ... Reserved, Sequence Number, 16-byte digest */
+#define BFD_AUTH_MET_MD5 3
+#define BFD_AUTH_KEYED_SHA1 4   /* §4.4: ... Reserved, Sequence Number, 20-byte digest */
+#define BFD_AUTH_MET_SHA1 5
+#define BFD_AUTH_SEQ_OFF 28     /* where a keyed section's Sequence Number is in the packet */
+#define BFD_PKT_MAX 52          /* the longest control packet: keyed SHA1's 28-byte section */
 
 /* struct bfd_ctrl.flags: the State in the top two bits, then P F C A D M. */
 #define BFD_FLAG_POLL 0x20
@@ -66,9 +73,10 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 #define BFD_CFG_ACTIVE 0x01   /* slot holds a session */
 #define BFD_CFG_KTX 0x02      /* answer the peer from XDP (session Up, timers clockable) */
 #define BFD_CFG_DETECT 0x04   /* the sweep watches this session (Init or Up) */
-#define BFD_CFG_AUTH 0x08     /* packets must carry the A bit; never answered in the kernel */
+#define BFD_CFG_AUTH 0x08     /* packets must carry the A bit, with auth_type and auth_key_id */
 #define BFD_CFG_ECHO 0x10     /* reflect the peer's echo packets */
 #define BFD_CFG_FINAL 0x20    /* answer the peer's Poll with a Final from XDP (session Up) */
+#define BFD_CFG_AUTH_SEQ 0x40 /* the peer's sequence number is known: one outside the window dies here */
 
 /* struct bfd_event.type */
 #define BFD_EV_EXPIRED 1      /* no packet for detect_ns: the sweep's verdict */
@@ -111,6 +119,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(SPREAD, spread)                 \
 	X(EVENT_LOST, event_lost)         \
 	X(PASS_REPEAT, pass_repeat)       \
+	X(AUTH_STEADY, auth_steady)       \
 	X(POLL_REPEAT, poll_repeat)       \
 	X(DROP_IP_OPTIONS, ip_options)    \
 	X(DROP_FRAGMENT, fragment)        \
@@ -128,6 +137,11 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(DROP_MIN_TTL, min_ttl)          \
 	X(DROP_AUTH_UNEXPECTED, auth_unexpected) \
 	X(DROP_AUTH_MISSING, auth_missing) \
+	X(DROP_AUTH_SECTION, auth_section) \
+	X(DROP_AUTH_TYPE, auth_type)      \
+	X(DROP_AUTH_KEY_ID, auth_key_id)  \
+	X(DROP_AUTH_SEQUENCE, auth_sequence) \
+	X(DROP_AUTH_DIGEST, auth_digest)  \
 	X(DROP_ECHO_UNKNOWN, echo_unknown) \
 	X(DROP_ECHO_STALE, echo_stale)    \
 	X(SBFD_TX, sbfd_tx)               \
@@ -216,7 +230,20 @@ struct bfd_cfg {
 	__u8 min_ttl;
 	__u8 pad[2];
 	__u8 reply[BFD_CONTROL_LEN];  /* our Up packet; your_discr is filled from the peer's */
-	__u8 expect[BFD_CONTROL_LEN]; /* the peer's steady packet: anything else goes up */
+	/*
+	 * The peer's steady packet: anything else goes up. With authentication
+	 * it is the whole of the last packet the engine verified (RFC 5880
+	 * §6.7: docs/fastpath.md, "Authenticated sessions"), else its first 24
+	 * bytes without P and F.
+	 */
+	__u8 expect[BFD_PKT_MAX];
+	__u8 expect_len;        /* with BFD_CFG_AUTH: 0, nothing is steady */
+	__u8 auth_type;         /* with BFD_CFG_AUTH: the section every packet must carry */
+	__u8 auth_key_id;
+	__u8 pad2;
+	__u32 auth_seq;         /* BFD_CFG_AUTH_SEQ: the peer's last verified Sequence Number */
+	__u32 pad3;
+	__u64 verified_ns;      /* with BFD_CFG_AUTH: when the engine last verified a packet (the sweep's) */
 };
 
 /* What the kernel saw. Written by the kernel only (counters atomically). */
@@ -295,11 +322,12 @@ struct bfd_tick_cfg {
 	__u32 loop_ifindex;     /* the shaped end of the loop, where the frame goes round again */
 	__u16 len_min;          /* the next period is len / BFD_TICK_LEN_FULL x period_ns, */
 	__u16 len_max;          /* len picked at random in [len_min, len_max] (RFC 5880 §6.8.7 jitter) */
-	__u32 pad;
+	__u8 pkt_len;           /* of pkt: 24, or more with an auth section */
+	__u8 pad[3];
 	__u64 period_ns;        /* the nominal transmit interval */
 	__u64 lost_ns;          /* the sweep reports a frame not seen for this long */
 	__u64 armed_ns;         /* CLOCK_MONOTONIC when this generation's frame was sent in */
-	__u8 pkt[BFD_CONTROL_LEN];  /* our current control packet, as the session would send it */
+	__u8 pkt[BFD_PKT_MAX];  /* our current control packet, as the session would send it (signed) */
 };
 
 /* What the clock did. Written by the kernel only. */

@@ -50,6 +50,9 @@ static __always_inline void sweep_range(__u32 base)
 		if (!(c->flags & BFD_CFG_DETECT))
 			continue;
 		last = s->last_rx_ns;
+		/* An authenticated packet XDP could not check is alive once the engine has verified it. */
+		if ((c->flags & BFD_CFG_AUTH) && c->verified_ns > last)
+			last = c->verified_ns;
 		if (!last || s->expired_epoch == c->epoch || now <= last)
 			continue;
 		if (now - last <= c->detect_ns)

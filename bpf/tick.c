@@ -33,7 +33,12 @@ static __always_inline void tick_count(__u32 idx)
 		*c += 1;
 }
 
-/* The packets the clock builds, Ethernet to the end of BFD, as 16-bit words for the checksums. */
+/*
+ * The packets the clock builds, Ethernet to the end of the longest BFD packet,
+ * as 16-bit words for the checksums: the bytes past the session's packet
+ * (tick_cfg.pkt_len) are zero, so they add nothing to a sum and are cut off
+ * before the frame leaves (so every copy into the frame is of a constant size).
+ */
 struct tick_v4 {
 	union {
 		struct {
@@ -42,9 +47,9 @@ struct tick_v4 {
 			__be16 proto;
 			struct iphdr ip;
 			struct udphdr udp;
-			__u8 bfd[BFD_CONTROL_LEN];
+			__u8 bfd[BFD_PKT_MAX];
 		} __attribute__((packed));
-		__u16 w[33];
+		__u16 w[47];
 	};
 };
 
@@ -56,9 +61,9 @@ struct tick_v6 {
 			__be16 proto;
 			struct ipv6hdr ip;
 			struct udphdr udp;
-			__u8 bfd[BFD_CONTROL_LEN];
+			__u8 bfd[BFD_PKT_MAX];
 		} __attribute__((packed));
-		__u16 w[43];
+		__u16 w[57];
 	};
 };
 
@@ -74,7 +79,10 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 				     struct bfd_state *st)
 {
 	__u32 ifindex = st->rx_ifindex;
+	__u32 n = tc->pkt_len;
 
+	if (n < BFD_CONTROL_LEN || n > BFD_PKT_MAX)
+		return -1;
 	if (is_v4_mapped(c->peer)) {
 		struct tick_v4 f = {};
 		__u64 sum = 0;
@@ -85,7 +93,7 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 		f.ip.version = 4;
 		f.ip.ihl = 5;
 		f.ip.tos = BFD_TOS;
-		f.ip.tot_len = bpf_htons(sizeof(f.ip) + sizeof(f.udp) + BFD_CONTROL_LEN);
+		f.ip.tot_len = bpf_htons(sizeof(f.ip) + sizeof(f.udp) + n);
 		f.ip.frag_off = bpf_htons(IPV4_DF);
 		f.ip.ttl = BFD_TTL;
 		f.ip.protocol = IPPROTO_UDP;
@@ -93,19 +101,20 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 		__builtin_memcpy(&f.ip.daddr, c->peer + 12, 4);
 		f.udp.source = c->sport;
 		f.udp.dest = c->dport;
-		f.udp.len = bpf_htons(sizeof(f.udp) + BFD_CONTROL_LEN);
-		__builtin_memcpy(f.bfd, tc->pkt, BFD_CONTROL_LEN);
+		f.udp.len = bpf_htons(sizeof(f.udp) + n);
+		__builtin_memcpy(f.bfd, tc->pkt, BFD_PKT_MAX);
 #pragma unroll
 		for (int i = 7; i < 17; i++)  /* the IPv4 header */
 			sum += f.w[i];
 		f.ip.check = fold(sum);
 		sum = bpf_htons(IPPROTO_UDP) + f.udp.len;
 #pragma unroll
-		for (int i = 13; i < 33; i++)  /* addresses, UDP header, BFD */
+		for (int i = 13; i < 47; i++)  /* addresses, UDP header, BFD */
 			sum += f.w[i];
 		__u16 check = fold(sum);
 		f.udp.check = check ? check : 0xffff;
-		if (bpf_skb_change_tail(skb, sizeof(f), 0) || bpf_skb_store_bytes(skb, 0, &f, sizeof(f), 0))
+		if (bpf_skb_change_tail(skb, sizeof(f), 0) || bpf_skb_store_bytes(skb, 0, &f, sizeof(f), 0) ||
+		    bpf_skb_change_tail(skb, sizeof(f) - BFD_PKT_MAX + n, 0))
 			return -1;
 	} else {
 		struct tick_v6 f = {};
@@ -116,7 +125,7 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 		f.proto = bpf_htons(ETH_P_IPV6);
 		f.ip.version = 6;
 		f.ip.priority = BFD_TOS >> 4;  /* traffic class CS6, as IPv4's TOS */
-		f.ip.payload_len = bpf_htons(sizeof(f.udp) + BFD_CONTROL_LEN);
+		f.ip.payload_len = bpf_htons(sizeof(f.udp) + n);
 		f.ip.nexthdr = IPPROTO_UDP;
 		f.ip.hop_limit = BFD_TTL;
 		__builtin_memcpy(&f.ip.saddr, st->rx_local, 16);
@@ -124,14 +133,15 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 		f.udp.source = c->sport;
 		f.udp.dest = c->dport;
 		f.udp.len = f.ip.payload_len;
-		__builtin_memcpy(f.bfd, tc->pkt, BFD_CONTROL_LEN);
+		__builtin_memcpy(f.bfd, tc->pkt, BFD_PKT_MAX);
 		sum = bpf_htons(IPPROTO_UDP) + f.udp.len;
 #pragma unroll
-		for (int i = 11; i < 43; i++)  /* addresses, UDP header, BFD */
+		for (int i = 11; i < 57; i++)  /* addresses, UDP header, BFD */
 			sum += f.w[i];
 		__u16 check = fold(sum);
 		f.udp.check = check ? check : 0xffff;
-		if (bpf_skb_change_tail(skb, sizeof(f), 0) || bpf_skb_store_bytes(skb, 0, &f, sizeof(f), 0))
+		if (bpf_skb_change_tail(skb, sizeof(f), 0) || bpf_skb_store_bytes(skb, 0, &f, sizeof(f), 0) ||
+		    bpf_skb_change_tail(skb, sizeof(f) - BFD_PKT_MAX + n, 0))
 			return -1;
 	}
 	return bpf_clone_redirect(skb, ifindex, 0) ? -1 : 0;
@@ -189,7 +199,7 @@ int bfd_tick(struct __sk_buff *skb)
 		} else if (tick_send(skb, tc, c, st) == 0) {
 			ts->sent++;
 			__sync_fetch_and_add(&st->ktx_packets, 1);
-			__sync_fetch_and_add(&st->ktx_bytes, BFD_CONTROL_LEN);
+			__sync_fetch_and_add(&st->ktx_bytes, tc->pkt_len);
 			tick_count(BFD_TC_TICK_SENT);
 		} else {
 			/* The stamp says sent: the next tick comes within the interval anyway (counted, rare). */

@@ -498,6 +498,92 @@ static __always_inline int same24(const __u32 *in, const __u8 *was8)
 	       in[5] == was[5];
 }
 
+/* A packet as the auth checks see it: copied out of the frame, zero past its Length. */
+union bfd_pkt {
+	__u8 b[BFD_PKT_MAX];
+	__u32 w[BFD_PKT_MAX / 4];
+};
+
+/* Words [from, to) of a copied packet and of a template (both zero past their length). */
+static __always_inline int same_words(const union bfd_pkt *in, const __u8 *was8, int from, int to)
+{
+	const __u32 *was = (const __u32 *)was8;
+	int diff = 0;
+
+#pragma unroll
+	for (int i = 0; i < BFD_PKT_MAX / 4; i++)
+		if (i >= from && i < to)
+			diff |= in->w[i] ^ was[i];
+	return !diff;
+}
+
+/*
+ * RFC 5880 §6.7 for a session with BFD_CFG_AUTH (docs/fastpath.md,
+ * "Authenticated sessions"). No digest is computed here. 1: the packet is,
+ * byte for byte, the last one the engine verified (cfg.expect), which the
+ * engine would accept again: a non-meticulous Sequence Number may repeat
+ * (§6.7.3), a password is the same password. 0: the engine verifies it.
+ * Below 0: -(the drop reason) of a packet the engine would refuse as well,
+ * so a forger's packets die here: a section not of its type's length, another
+ * type or key, a Sequence Number behind the verified one (a replay), or a
+ * digest or password other than the verified one's for the same bytes.
+ */
+static __always_inline int auth_check(struct xdp_md *ctx, const struct bfd_ctrl *bfd, __u32 len,
+				      const struct bfd_cfg *c, const struct bfd_state *st, __u64 now)
+{
+	union bfd_pkt in = {};
+	__u32 off = (long)((void *)bfd - (void *)(long)ctx->data);
+
+	if (len < BFD_CONTROL_LEN_AUTH || len > BFD_PKT_MAX)
+		return -BFD_C_DROP_AUTH_SECTION;  /* no section of any type is that long */
+	if (bpf_xdp_load_bytes(ctx, off, in.b, len))
+		return -BFD_C_DROP_SHORT;
+	__u8 type = in.b[24], alen = in.b[25];
+	int keyed = type != BFD_AUTH_SIMPLE;
+
+	if (BFD_CONTROL_LEN + alen > len)
+		return -BFD_C_DROP_AUTH_SECTION;
+	if (!keyed ? alen < 4 || alen > 19 :
+	    (type == BFD_AUTH_KEYED_MD5 || type == BFD_AUTH_MET_MD5) ? alen != 24 :
+	    (type == BFD_AUTH_KEYED_SHA1 || type == BFD_AUTH_MET_SHA1) ? alen != 28 : 1)
+		return -BFD_C_DROP_AUTH_SECTION;
+	if (type != c->auth_type)
+		return -BFD_C_DROP_AUTH_TYPE;
+	if (in.b[26] != c->auth_key_id)
+		return -BFD_C_DROP_AUTH_KEY_ID;
+	if (keyed && (c->flags & BFD_CFG_AUTH_SEQ)) {
+		__u64 last = st->last_rx_ns > c->verified_ns ? st->last_rx_ns : c->verified_ns;
+
+		/* §6.7.3: the sequence is known until twice the detection time passes without a packet. */
+		if (now - last < 2 * c->detect_ns) {
+			/*
+			 * Only what lies behind the verified number dies here (a replay):
+			 * the engine may be further on than cfg.auth_seq says, never behind
+			 * it, so a number past the window goes up for the engine to judge.
+			 */
+			__u32 behind = c->auth_seq - bpf_ntohl(in.w[BFD_AUTH_SEQ_OFF / 4]);
+			int meticulous = type == BFD_AUTH_MET_MD5 || type == BFD_AUTH_MET_SHA1;
+
+			if ((behind && behind < 0x80000000) || (meticulous && !behind))
+				return -BFD_C_DROP_AUTH_SEQUENCE;
+		}
+	}
+	if (!c->expect_len)
+		return 0;
+	if (len == c->expect_len && same_words(&in, c->expect, 0, BFD_PKT_MAX / 4))
+		return 1;
+	if (!keyed) {
+		/* The same Length and password length as the verified packet, and another password. */
+		if (len == c->expect_len && alen == c->expect[25] && len == BFD_CONTROL_LEN + alen &&
+		    !same_words(&in, c->expect, BFD_CONTROL_LEN / 4, BFD_PKT_MAX / 4))
+			return -BFD_C_DROP_AUTH_DIGEST;
+	} else if (len == c->expect_len && same_words(&in, c->expect, 0, BFD_AUTH_SEQ_OFF / 4 + 1)) {
+		/* The packet and Sequence Number the engine verified, and another digest. */
+		return -BFD_C_DROP_AUTH_DIGEST;
+	}
+	return 0;
+}
+
 /* BFD_PASS_HOLD_NS: 1 when this packet repeats one of the last two passed up, within the hold. */
 static __always_inline int repeats_passed(struct bfd_state *st, const struct bfd_ctrl *bfd, __u64 now)
 {
@@ -714,13 +800,32 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		return drop(BFD_C_DROP_AUTH_MISSING);
 
 	__u64 now = bpf_ktime_get_ns();
-	st->last_rx_ns = now;
+	int verified = 1;  /* what stamps the peer alive: without authentication, every valid packet */
+	if (c->flags & BFD_CFG_AUTH) {
+		r = auth_check(ctx, bfd, len, c, st, now);
+		if (r < 0)
+			return drop(-r);
+		verified = r;
+	}
+	if (verified)
+		st->last_rx_ns = now;
 	/* The way back to the peer, for the transmit clock (tick.c): what a reply would use. */
 	st->rx_ifindex = p.key.ifindex;
 	__builtin_memcpy(st->rx_eth, p.eth, sizeof(st->rx_eth));
 	__builtin_memcpy(st->rx_local, p.key.local, sizeof(st->rx_local));
 	__sync_fetch_and_add(&st->rx_packets, 1);
 	__sync_fetch_and_add(&st->rx_bytes, len);
+	if (c->flags & BFD_CFG_AUTH) {
+		/*
+		 * Never answered here: our reply would need a digest. The verified
+		 * packet again, while the sweep watches the session, is accepted (the
+		 * engine has it); anything else goes up to be verified.
+		 */
+		if (verified && (c->flags & BFD_CFG_DETECT))
+			return drop(BFD_C_AUTH_STEADY);
+		count(BFD_C_XDP_PASS);
+		return XDP_PASS;
+	}
 
 	if (!gate_open(now) || !(c->flags & (BFD_CFG_KTX | BFD_CFG_FINAL)) || st->expired_epoch == c->epoch)
 		goto up;

@@ -241,6 +241,8 @@ class Engine:
         if entry.session.config == config:
             return
         now = now_us()
+        if config.auth != entry.session.config.auth:
+            entry.last_rx_raw = b""  # verified with another key: the fast path must not accept its repeats
         entry.session.set_config(config, now)
         self.service(entry, now)
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..wire import control, echo
+from ..wire import auth, control, echo
 from .errors import KernelError
 
 __all__ = ["PACKAGED_BPF_DIR", "Abi", "AbiError", "bpf_dir", "load"]
@@ -72,6 +72,7 @@ _CFG = {
     "AUTH": "BFD_CFG_AUTH",
     "ECHO": "BFD_CFG_ECHO",
     "FINAL": "BFD_CFG_FINAL",
+    "AUTH_SEQ": "BFD_CFG_AUTH_SEQ",
 }
 _EVENT = {"EXPIRED": "BFD_EV_EXPIRED", "POLL": "BFD_EV_POLL", "TICK_LOST": "BFD_EV_TICK_LOST"}
 _TICK = {"RUN": "BFD_TICK_RUN"}
@@ -86,6 +87,7 @@ _OWNER_STATE = {"RUNNING": "BFD_OWNER_RUNNING", "HANDED_OVER": "BFD_OWNER_HANDED
 _SIZES = {
     "max_sessions": "BFD_MAX_SESSIONS",
     "control_len": "BFD_CONTROL_LEN",
+    "pkt_max": "BFD_PKT_MAX",
     "sweep_chunk": "BFD_SWEEP_CHUNK",
     "sweep_copies": "BFD_SWEEP_COPIES",
     "handover_chunk": "BFD_HANDOVER_CHUNK",
@@ -104,11 +106,23 @@ _SIZES = {
 }
 _PORTS = ("BFD_PORT_CONTROL", "BFD_PORT_MULTIHOP", "BFD_PORT_ECHO")
 
+# The header's shorter names for the codec's auth types.
+_AUTH_NAMES = {
+    "SIMPLE": "SIMPLE",
+    "KEYED_MD5": "KEYED_MD5",
+    "METICULOUS_KEYED_MD5": "MET_MD5",
+    "KEYED_SHA1": "KEYED_SHA1",
+    "METICULOUS_KEYED_SHA1": "MET_SHA1",
+}
+
 # The RFC values the header restates, and what the codec says they are.
 _RFC: dict[str, int] = {
     "BFD_VERSION": control.VERSION,
     "BFD_CONTROL_LEN": control.MIN_LEN,
     "BFD_CONTROL_LEN_AUTH": control.MIN_LEN_AUTH,
+    **{f"BFD_AUTH_{_AUTH_NAMES[t.name]}": int(t) for t in control.AuthType if t.name in _AUTH_NAMES},
+    "BFD_AUTH_SEQ_OFF": control.MIN_LEN + 4,  # Type, Len, Key ID, Reserved: auth.KEYED_HEADER
+    "BFD_PKT_MAX": control.MIN_LEN + max(auth.KEYED[t].section_len for t in auth.KEYED),
     "BFD_STATE_SHIFT": control.STATE_SHIFT,
     "BFD_VERSION_SHIFT": control.VERSION_SHIFT,
     **{f"BFD_FLAG_{f.name}": int(f) for f in control.Flag},
@@ -141,6 +155,7 @@ class Abi:
     ports: tuple[int, int, int]  # single-hop, multihop, echo
     max_sessions: int
     control_len: int
+    pkt_max: int  # the longest control packet (with keyed SHA1's section): cfg.expect, tick_cfg.pkt
     sweep_chunk: int
     sweep_copies: int
     handover_chunk: int

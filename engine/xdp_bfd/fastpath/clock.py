@@ -9,8 +9,9 @@ session and a tick costs one look at the maps; against one that does not
 silence) the ticks send. A wrong guess cannot happen: at worst the kernel
 clocks a session it could have answered.
 
-Not clocked, so still sent by the session itself: authenticated sessions
-(a digest per packet), sessions not Up (bring-up at the slow rate), a peer in
+Not clocked, so still sent by the session itself: the meticulous
+authenticated types (a new digest per packet; the others' packet is signed
+once per change, Session.template), sessions not Up (bring-up at the slow rate), a peer in
 Demand mode (nothing periodic is sent at all), and sessions the kernel does
 not see the packets of.
 
@@ -31,11 +32,11 @@ import ctypes
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.host import Entry, Host, PacketCounts
-from ..wire.control import State, encode_control
+from ..wire.control import State
 from .kernel import FastPath
 from .loop import LOOP_A, ShapedLoop
 
@@ -97,7 +98,9 @@ class Clock:
     @staticmethod
     def wanted(entry: Entry) -> bool:
         s = entry.session
-        if entry.slot is None or not entry.offloaded or s.config.auth is not None:
+        auth = s.config.auth
+        # A meticulous type needs a new Sequence Number, so a new digest, in every packet.
+        if entry.slot is None or not entry.offloaded or (auth is not None and auth.meticulous):
             return False
         if s.state != State.UP or s.remote_discr == 0 or s.remote_min_rx_us == 0:
             return False
@@ -122,7 +125,7 @@ class Clock:
             running=bool(c.flags & self.run_flag),
             period_ns=int(c.period_ns),
             lengths=(int(c.len_min), int(c.len_max)),
-            pkt=bytes(c.pkt),
+            pkt=bytes(c.pkt)[: c.pkt_len],
             armed_ns=int(c.armed_ns),
             class_ns=int(c.period_ns),  # the predecessor's class, left in place
         )
@@ -154,7 +157,7 @@ class Clock:
                 self._stop(slot, t, hold=True)
             return
         period_ns = s.tx_interval_us * 1000
-        pkt = encode_control(replace(s.current_packet(), poll=s.poll_active))
+        pkt = s.template(poll=s.poll_active)
         lengths = self.lengths(s.config.detect_mult)
         if not t.running:
             self._expire_holds()
@@ -243,6 +246,7 @@ class Clock:
         leaf.lost_ns = max(LOST_FLOOR_NS, LOST_PERIODS * t.period_ns)
         leaf.armed_ns = t.armed_ns
         ctypes.memmove(leaf.pkt, t.pkt, min(len(t.pkt), ctypes.sizeof(leaf.pkt)))
+        leaf.pkt_len = len(t.pkt)
         self.cfg[self.cfg.Key(slot)] = leaf
 
     # -- kernel reports -----------------------------------------------------------

@@ -18,8 +18,8 @@ from typing import Any
 from ..core import links
 from ..core.clock import now_us
 from ..core.host import Entry, Host, PacketCounts
-from ..session import Rejected
-from ..wire.control import MIN_LEN, CodecError, Flag, State, decode_control, encode_control
+from ..session import AuthConfig, Rejected
+from ..wire.control import MIN_LEN, MIN_LEN_AUTH, CodecError, Flag, State, decode_control, encode_control
 from .kernel import FastPath
 from .slots import mapped16
 
@@ -27,6 +27,18 @@ log = logging.getLogger("xdp_bfd")
 
 # int, not Flag: the complement of a Flag holds only the other flags, and the State bits would go.
 _POLL_FINAL = int(Flag.POLL | Flag.FINAL)
+
+
+def verified_packet(raw: bytes, auth: AuthConfig, most: int) -> bytes:
+    """What the kernel may accept again without a digest check for an authenticated session: the
+    whole of the last packet the session verified (up to its Length), if it is a plain periodic
+    one (no P, no F) under the configured key; empty (nothing accepted) otherwise."""
+    if len(raw) < MIN_LEN_AUTH or raw[1] & _POLL_FINAL or not raw[1] & Flag.AUTH:
+        return b""
+    length = raw[3]
+    if not MIN_LEN_AUTH <= length <= min(len(raw), most) or raw[24] != auth.type or raw[26] != auth.key_id:
+        return b""
+    return raw[:length]
 
 
 def steady_template(raw: bytes, size: int) -> bytes:
@@ -44,7 +56,7 @@ class Offload:
         self.host, self.fp = host, fp
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
-        self.control_len = fp.abi.control_len
+        self.control_len, self.pkt_max = fp.abi.control_len, fp.abi.pkt_max
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
         self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
@@ -136,15 +148,19 @@ class Offload:
     def kernel_detects(entry: Entry) -> bool:
         """The sweep, not the session's timer, detects this session's silence.
 
-        Not for an authenticated session: XDP stamps the last packet before
-        userspace has verified its digest, so a forger on the link could keep
-        a dead peer alive in the kernel's eyes; its liveness stays with the
-        session, which counts only verified packets. Not while we are in
-        Demand mode: the peer is silent by request then, and only an
-        unanswered Poll times out (§6.8.4), which the session times itself.
+        For an authenticated session the kernel counts as alive only what the
+        session verified: a packet byte for byte the last one it verified
+        (XDP compares, computing no digest), and the session's own
+        verifications (cfg.verified_ns), so a forger on the link cannot keep a
+        dead peer alive. Not for the meticulous types, whose every packet must
+        carry a new Sequence Number: no packet repeats, so the kernel would
+        only watch the session's clock. Not while we are in Demand mode: the
+        peer is silent by request then, and only an unanswered Poll times out
+        (§6.8.4), which the session times itself.
         """
         s = entry.session
-        return entry.offloaded and s.config.auth is None and not s.local_demand_active
+        auth = s.config.auth
+        return entry.offloaded and not (auth and auth.meticulous) and not s.local_demand_active
 
     def serviced(self, entry: Entry) -> None:
         """Write the session's kernel config if anything in it changed."""
@@ -168,8 +184,22 @@ class Offload:
             flags |= f.KTX
         if detect:
             flags |= f.DETECT
+        auth_fields: dict[str, Any] = {}
         if cfg.auth is not None:
             flags |= f.AUTH
+            seq = s.rcv_auth_seq if cfg.auth.keyed else None
+            if seq is not None:
+                flags |= f.AUTH_SEQ
+            # Only while the kernel watches the session may it take a repeat for the verified packet.
+            verified = verified_packet(entry.last_rx_raw, cfg.auth, self.pkt_max) if detect else b""
+            auth_fields = {
+                "auth_type": int(cfg.auth.type),
+                "auth_key_id": cfg.auth.key_id,
+                "auth_seq": seq or 0,
+                "expect": verified,
+                "expect_len": len(verified),
+                "verified_ns": s.last_rx_us * 1000,
+            }
         # The kernel answers only while Up and fills Your Discriminator from the
         # peer's packet (so the reply stays right across a peer restart). During our
         # own Poll every periodic packet carries P (§6.5); the peer's Final is not
@@ -190,6 +220,7 @@ class Offload:
             "min_ttl": cfg.minimum_ttl if cfg.multihop else 255,
             "reply": reply,
             "expect": expect,
+            **auth_fields,
         }
         s.periodic_tx_external = ktx
         if kcfg != entry.kcfg:
@@ -288,6 +319,7 @@ class Offload:
         counters["xdp_tx"] = totals.pop("xdp_tx", 0)
         counters["xdp_pass"] = totals.pop("xdp_pass", 0)
         counters["pass_repeat"] = totals.pop("pass_repeat", 0)  # not a reject: BFD_PASS_HOLD_NS
+        counters["auth_steady"] = totals.pop("auth_steady", 0)  # the verified packet again: accepted
         counters["poll_repeat"] = totals.pop("poll_repeat", 0)  # answered with Final, event not repeated
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["echo_rx"] = totals.pop("echo_rx", 0)  # our own echo back (fastpath.echo), not a reject

@@ -403,6 +403,11 @@ class Session:
     def last_rx_us(self) -> int:
         return 0 if self._last_rx_us is None else self._last_rx_us
 
+    @property
+    def rcv_auth_seq(self) -> int | None:
+        """bfd.RcvAuthSeq while bfd.AuthSeqKnown is 1 (by the last packet received), else None."""
+        return self._rcv_seq if self._seq_known else None
+
     # --- reception checks (pure: they must not touch the session) ------------------
 
     def _check_ttl(self, ttl: int | None) -> None:
@@ -656,6 +661,19 @@ class Session:
         byte-identical to what :meth:`datagrams_to_send` would produce.
         """
         return self._content()
+
+    def template(self, *, poll: bool) -> bytes:
+        """The periodic packet the kernel sends for this session: :meth:`current_packet` with P as
+        asked, signed at the current transmit Sequence Number without advancing it. A repeated
+        number is what §6.7.3/§6.7.4 allow unless the type is meticulous, whose packets the kernel
+        never sends; the next packet the session sends itself moves it on.
+        """
+        pkt = replace(self._content(), poll=poll)
+        auth = self._config.auth
+        if auth is None:
+            return encode_control(pkt)
+        signed = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
+        return encode_control(replace(pkt, auth=signed), secret=auth.secret)
 
     def _content(self) -> ControlPacket:
         """The packet we would send, minus P, F and authentication (§6.8.7)."""

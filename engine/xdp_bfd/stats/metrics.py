@@ -119,6 +119,7 @@ class StatsCollector(Collector):
             "xdp_pass",
             "pass_repeat",
             "poll_repeat",
+            "auth_steady",
             "echo_tx",
             "echo_rx",
             "tx_early",

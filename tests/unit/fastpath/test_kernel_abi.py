@@ -433,22 +433,108 @@ def test_bcc_is_imported_only_to_compile() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_an_authenticated_session_keeps_its_liveness_in_userspace() -> None:
-    """XDP stamps a packet before its digest is verified: the sweep must not judge its silence."""
+def _signed(auth: AuthConfig, pkt: control.ControlPacket, seq: int | None) -> bytes:
+    signed = control.Auth(auth.type, auth.key_id, b"", seq if auth.keyed else None)
+    return control.encode_control(replace(pkt, auth=signed), secret=auth.secret)
+
+
+def _auth_session(auth: AuthConfig) -> tuple[Any, Entry, Offload, list[dict], int]:
+    """An authenticated session brought Up by signed packets, as the engine hands them on."""
     writes: list[dict] = []
-    session = make()
-    bring_up(session, 0)
+    session = make(auth=auth)
     entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=0, offloaded=True, epoch=1)
     host = _Host()
     host.sessions[session.local_discr] = entry
     off = Offload(host, _fast_path(load_abi(), writes))
-    detect = int(off.cfg_flag.DETECT)
+    now = 0
+    for state, your, seq in ((control.State.DOWN, 0, 100), (control.State.UP, session.local_discr, 101)):
+        raw = _signed(auth, control.ControlPacket(state=state, my_discr=9, your_discr=your), seq)
+        session.receive(control.decode_control(raw), raw, now, ttl=255)
+        entry.last_rx_raw = raw
+        off.serviced(entry)
+        now += 1_000
+    assert session.state == control.State.UP
+    return session, entry, off, writes, now
+
+
+@pytest.mark.parametrize(
+    "auth_type", [control.AuthType.SIMPLE, control.AuthType.KEYED_MD5, control.AuthType.KEYED_SHA1]
+)
+def test_an_authenticated_session_hands_the_kernel_only_the_packet_it_verified(auth_type) -> None:
+    auth = AuthConfig(auth_type, 3, b"0123456789abcdef")
+    session, entry, off, writes, now = _auth_session(auth)
+    f = off.cfg_flag
+    w = writes[-1]
+    # The sweep watches it, and may count as alive only the last verified packet and the
+    # session's verifications: both are in the kernel's config.
+    assert w["flags"] & f.DETECT and w["flags"] & f.AUTH and session.detection_external
+    assert w["expect"] == entry.last_rx_raw and w["expect_len"] == len(entry.last_rx_raw)
+    assert (w["auth_type"], w["auth_key_id"]) == (int(auth_type), 3)
+    assert w["verified_ns"] == session.last_rx_us * 1000
+    # A keyed type's sequence is known once a packet was verified: older ones die in the kernel.
+    assert bool(w["flags"] & f.AUTH_SEQ) == auth.keyed
+    assert w["auth_seq"] == (101 if auth.keyed else 0)
+    assert not w["flags"] & (f.KTX | f.FINAL)  # a reply would need a digest: never built in XDP
+    # The peer's Poll is verified, but a packet with P or F is no steady one: nothing is accepted.
+    raw = _signed(
+        auth,
+        control.ControlPacket(state=control.State.UP, my_discr=9, your_discr=session.local_discr, poll=True),
+        102,
+    )
+    session.receive(control.decode_control(raw), raw, now, ttl=255)
+    entry.last_rx_raw = raw
     off.serviced(entry)
-    assert writes[-1]["flags"] & detect and session.detection_external  # the witness: the same path arms it
-    key = AuthConfig(control.AuthType.KEYED_SHA1, 1, b"0123456789abcdef")
-    session.set_config(replace(session.config, auth=key), 10_000)
+    assert writes[-1]["expect"] == b"" and writes[-1]["expect_len"] == 0
+    # Another key: what was verified under the old one is no longer the kernel's to accept.
+    other = AuthConfig(auth_type, 4, b"0123456789abcdef")
+    assert off.serviced is not None
+    entry.last_rx_raw = _signed(
+        auth, control.ControlPacket(state=control.State.UP, my_discr=9, your_discr=session.local_discr), 103
+    )
+    session.set_config(replace(session.config, auth=other), now)
     off.serviced(entry)
-    assert not writes[-1]["flags"] & detect
-    assert not session.detection_external and not entry.detect_armed
-    # The session's own detection timer runs again (a deadline after its last verified packet).
+    assert writes[-1]["expect_len"] == 0 and not writes[-1]["flags"] & f.AUTH_SEQ
+
+
+@pytest.mark.parametrize(
+    "auth_type", [control.AuthType.METICULOUS_KEYED_MD5, control.AuthType.METICULOUS_KEYED_SHA1]
+)
+def test_a_meticulous_session_keeps_its_liveness_in_userspace(auth_type) -> None:
+    """Every meticulous packet carries a new number: none repeats for the kernel to accept."""
+    session, _entry, off, writes, _now = _auth_session(AuthConfig(auth_type, 3, b"0123456789abcdef"))
+    f = off.cfg_flag
+    w = writes[-1]
+    assert w["flags"] & f.AUTH and not w["flags"] & f.DETECT and not session.detection_external
+    assert w["expect_len"] == 0
+    # Replays of an older number still die in the kernel.
+    assert w["flags"] & f.AUTH_SEQ and w["auth_seq"] == 101
+    # The session's own detection timer runs (a deadline after its last verified packet).
     assert session.get_timer() is not None
+
+
+def test_the_template_is_signed_at_the_current_number_without_advancing_it() -> None:
+    for auth_type in control.AuthType:
+        if auth_type == control.AuthType.NONE:
+            continue
+        auth = AuthConfig(auth_type, 3, b"0123456789abcdef")
+        session, _entry, _off, _writes, now = _auth_session(auth)
+        session.datagrams_to_send(now)  # what the handshake queued has its numbers already
+        first = session.template(poll=False)
+        assert session.template(poll=False) == first  # the number stays put
+        pkt = control.decode_control(first)
+        assert pkt.auth is not None and control.verify_auth(first, pkt, auth.secret)
+        assert (pkt.state, pkt.poll) == (control.State.UP, False)
+        polled = control.decode_control(session.template(poll=True))
+        assert polled.poll and polled.auth is not None
+        if auth.keyed:
+            # The session's own next packet carries the same number, and moves it on.
+            session.start_poll(now)
+            due = session.get_timer()
+            assert due is not None
+            session.handle_timer(due)
+            own = control.decode_control(session.datagrams_to_send(due)[0])
+            assert own.auth is not None and own.auth.sequence == pkt.auth.sequence
+            moved = control.decode_control(session.template(poll=False))
+            assert moved.auth is not None and moved.auth.sequence == (pkt.auth.sequence + 1) % (1 << 32)
+    plain = make()
+    assert plain.template(poll=False) == control.encode_control(plain.current_packet())
