@@ -152,7 +152,9 @@ def _session_values(s: Session) -> list[Any]:
 def _raw(entry: Entry) -> str:
     raw = entry.last_rx_raw
     if entry.session.config.auth is not None or (len(raw) > 1 and raw[1] & _AUTH_BIT):
-        return ""  # a simple password travels in clear; the fast path compares no such packet
+        # A simple password travels in clear: the state holds no authenticated packet, so the
+        # successor's fast path accepts repeats again once the successor has verified one itself.
+        return ""
     return raw[:MAX_RAW].hex()
 
 
