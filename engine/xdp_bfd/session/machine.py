@@ -216,7 +216,7 @@ class Session:
         if deadline is not None and now_us >= deadline:
             # §6.8.1: bfd.RemoteDiscr is forgotten a Detection Time after the last packet.
             self._remote_discr = 0
-        deadline = self._auth_seq_deadline()
+        deadline = self._auth_seq_timer()
         if deadline is not None and now_us >= deadline:
             # §6.8.1: lets the sequence resynchronise if the peer restarted.
             self._seq_known = False
@@ -232,7 +232,7 @@ class Session:
             self._tx_deadline(),
             self._detection_deadline(),
             self._remote_discr_deadline(),
-            self._auth_seq_deadline(),
+            self._auth_seq_timer(),
             self._queued_poll_deadline(),
             self._demand_poll_deadline(),
         )
@@ -751,6 +751,14 @@ class Session:
             return None
         detect = self.detect_time_us
         return self._last_rx_us + 2 * detect if detect > 0 else None
+
+    def _auth_seq_timer(self) -> int | None:
+        # With an external detector the session does not see every packet the peer sends (the
+        # fast path accepts repeats of the verified one), so its own last receipt says nothing of
+        # the peer's silence: bfd.AuthSeqKnown is kept for that detector, which lapses it by its
+        # own stamps (docs/fastpath.md, "Authenticated sessions"). The session's own check of a
+        # packet still lapses it by the session's view (_seq_known_at).
+        return None if self.detection_external else self._auth_seq_deadline()
 
     def _queued_poll_deadline(self) -> int | None:
         if not self._poll_queued or self._poll_active or self._state != State.UP:

@@ -168,6 +168,26 @@ def test_window_expiry_is_also_checked_without_a_timer_call() -> None:
     assert accepted(s, auth, 10, 2 * detect)
 
 
+def test_an_external_detector_keeps_the_sequence_known_for_the_kernel() -> None:
+    """With the fast path watching the peer, the session does not see the peer's repeats: its
+    own timer must not forget bfd.RcvAuthSeq (the kernel lapses it by its own stamps), while its
+    check of a packet that does reach it still lapses by its own view."""
+    auth = key(AuthType.KEYED_SHA1)
+    s = make(0, auth=auth)
+    s.detection_external = True
+    feed(s, auth, 500, 0)
+    detect = s.detect_time_us
+    assert s.rcv_auth_seq == 500
+    run_until(s, 0, 10 * detect)
+    assert s.rcv_auth_seq == 500  # the witness below: without the detector it is forgotten
+    assert accepted(s, auth, 10, 10 * detect)  # the session's own view lapsed: a resync goes through
+    assert s.rcv_auth_seq == 10
+    t = make(0, auth=auth)
+    feed(t, auth, 500, 0)
+    run_until(t, 0, 10 * detect)
+    assert t.rcv_auth_seq is None
+
+
 def test_forged_packet_does_not_move_the_window() -> None:
     auth = key(AuthType.METICULOUS_KEYED_SHA1)
     s = make(0, auth=auth)
