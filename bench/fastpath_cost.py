@@ -171,6 +171,11 @@ def measure(probes: dict[str, Callable[[], tuple[int, int]]], body: Callable[[],
     return {k: window(before[k], p(), took or wall) for k, p in probes.items()}
 
 
+def session_of(dump: dict[str, Any], peer: Link) -> dict[str, Any]:
+    """The engine's session with ``peer`` in one stats dump."""
+    return next(x for x in dump["sessions"] if x["peer"] == str(peer.ip4))
+
+
 def reflector_probe(pid: int) -> Callable[[], tuple[int, int]]:
     def probe() -> tuple[int, int]:
         progs = [p for p in benchlib.bpf_prog_stats(pid) if p.get("prog_type") == PROG_TYPE_XDP]
@@ -300,8 +305,7 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
         for _ in range(rounds):
             w = measure(probes, auth_body)
             s0, s1 = dumps["dumps"][-2], dumps["dumps"][-1]
-            a0 = next(x for x in s0["sessions"] if x["peer"] == str(b3.ip4))
-            a1 = next(x for x in s1["sessions"] if x["peer"] == str(b3.ip4))
+            a0, a1 = session_of(s0, b3), session_of(s1, b3)
             w["engine"] |= {
                 "auth_steady": s1["counters"]["auth_steady"] - s0["counters"]["auth_steady"],
                 "xdp_pass": s1["counters"]["xdp_pass"] - s0["counters"]["xdp_pass"],
@@ -338,8 +342,7 @@ def run_mode(mode: str, seconds: float, rounds: int, work: Path, burst: int) -> 
         for _ in range(rounds):
             w = measure(probes, control_body)
             s0, s1 = dumps["dumps"][-2], dumps["dumps"][-1]
-            a0 = next(x for x in s0["sessions"] if x["peer"] == str(b.ip4))
-            a1 = next(x for x in s1["sessions"] if x["peer"] == str(b.ip4))
+            a0, a1 = session_of(s0, b), session_of(s1, b)
             ktx = a1["kernel_tx_packets"] - a0["kernel_tx_packets"]
             utx = a1["user_tx_packets"] - a0["user_tx_packets"]
             w["engine"] |= {
@@ -509,7 +512,7 @@ def main() -> int:
         print(f"S-BFD reflector answer (median of {args.rounds} windows): {here}")
     auth = {r["mode"]: r["median"]["auth"]["engine_ns_per_packet"] for r in doc["results"] if r.get("auth")}
     if auth:
-        here = ", ".join(f"{m} {v:.0f} ns" for m, v in auth.items() if v is not None)
+        here = ", ".join(f"{m} {v:.0f} ns" if v is not None else f"{m} not measured" for m, v in auth.items())
         print(f"authenticated packet accepted in XDP (keyed SHA1, median of {args.rounds} windows): {here}")
     if doc["leftover_namespaces"]:
         print(f"WARNING: namespaces left behind: {' '.join(doc['leftover_namespaces'])}")

@@ -10,6 +10,7 @@ as a real peer's would.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import socket
 import struct
@@ -67,6 +68,31 @@ def auth_simple(key_id: int, password: bytes) -> bytes:
 
 def auth_keyed(auth_type: int, key_id: int, seq: int, digest: bytes) -> bytes:
     return struct.pack("!BBBxI", auth_type, 8 + len(digest), key_id, seq) + digest
+
+
+# RFC 5880 §4.1's Auth Type codes by the sessions file's names, and the keyed types' hashes.
+AUTH_TYPES = {
+    "simple": 1,
+    "keyed-md5": 2,
+    "meticulous-keyed-md5": 3,
+    "keyed-sha1": 4,
+    "meticulous-keyed-sha1": 5,
+}
+METICULOUS = {3, 5}
+HASHES = {2: ("md5", 16), 3: ("md5", 16), 4: ("sha1", 20), 5: ("sha1", 20)}
+
+
+def keyed_digest(packet: bytes, auth_type: int, secret: bytes) -> bytes:
+    """§6.7.3/§6.7.4, computed here and not by the engine's codec: hash the packet with the digest
+    field holding the zero-padded secret."""
+    name, size = HASHES[auth_type]
+    keyed = packet[:32] + secret.ljust(size, b"\0") + packet[32 + size :]
+    return hashlib.new(name, keyed).digest()
+
+
+def seq_of(payload: bytes) -> int:
+    """Sequence number of a keyed auth section (bytes 28..32)."""
+    return struct.unpack_from("!I", payload, 28)[0]
 
 
 def udp_frame(

@@ -11,9 +11,7 @@ differs from a genuine packet in exactly the property under test.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,19 +20,21 @@ import pytest
 
 from harness.capture import Capture, WirePacket, flow, steady
 from harness.engine import EngineProcess
-from harness.inject import auth_keyed, auth_simple, bfd_control, send_frames, udp_frame
+from harness.inject import (
+    AUTH_TYPES,
+    HASHES,
+    METICULOUS,
+    auth_keyed,
+    auth_simple,
+    bfd_control,
+    keyed_digest,
+    send_frames,
+    seq_of,
+    udp_frame,
+)
 from harness.netns import Link, Namespace
 from harness.wait import wait_until
 
-AUTH_TYPES = {
-    "simple": 1,
-    "keyed-md5": 2,
-    "meticulous-keyed-md5": 3,
-    "keyed-sha1": 4,
-    "meticulous-keyed-sha1": 5,
-}
-METICULOUS = {3, 5}
-HASHES = {2: ("md5", 16), 3: ("md5", 16), 4: ("sha1", 20), 5: ("sha1", 20)}
 SECRET = b"bfd-s3cret-14b"  # 14 bytes: fits every type, and is padded for every digest
 KEY_ID = 7
 MULT = 3
@@ -50,18 +50,6 @@ U32 = 1 << 32
 
 
 # --- independent wire helpers -----------------------------------------------------
-
-
-def seq_of(payload: bytes) -> int:
-    """Sequence number of a keyed auth section (bytes 28..32)."""
-    return struct.unpack_from("!I", payload, 28)[0]
-
-
-def keyed_digest(packet: bytes, auth_type: int, secret: bytes) -> bytes:
-    """§6.7.3/§6.7.4: hash the packet with the digest field holding the zero-padded secret."""
-    name, size = HASHES[auth_type]
-    keyed = packet[:32] + secret.ljust(size, b"\0") + packet[32 + size :]
-    return hashlib.new(name, keyed).digest()
 
 
 def signed(

@@ -10,7 +10,6 @@ consumes) and by both engines' flap and kernel-sent counts.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import os
 import signal
@@ -21,7 +20,17 @@ import time
 import pytest
 
 from harness.capture import WirePacket, flow, gap_stats, gaps_ms
-from harness.inject import auth_keyed, auth_simple, send_frames, udp_frame
+from harness.inject import (
+    AUTH_TYPES,
+    HASHES,
+    METICULOUS,
+    auth_keyed,
+    auth_simple,
+    keyed_digest,
+    send_frames,
+    seq_of,
+    udp_frame,
+)
 from harness.wait import WaitTimeout, wait_until
 
 INTERVAL_MS = 10
@@ -257,15 +266,6 @@ def test_our_echo_is_reflected_by_the_other_fast_path(pair, timing):
 
 # --- authenticated sessions between two fast paths (docs/fastpath.md, "Authenticated sessions") ---
 
-AUTH_TYPES = {
-    "simple": 1,
-    "keyed-md5": 2,
-    "meticulous-keyed-md5": 3,
-    "keyed-sha1": 4,
-    "meticulous-keyed-sha1": 5,
-}
-METICULOUS = {3, 5}
-HASHES = {2: ("md5", 16), 3: ("md5", 16), 4: ("sha1", 20), 5: ("sha1", 20)}
 SECRET = b"fastpath-k3y-15"
 KEY_ID = 7
 INJECTED_SPORT = 49999
@@ -276,23 +276,13 @@ def _auth_keys(auth_name: str) -> str:
     return f", auth: {{type: {auth_name}, key_id: {KEY_ID}, secret: '{SECRET.decode()}'}}"
 
 
-def _keyed_digest(packet: bytes, auth_type: int, secret: bytes) -> bytes:
-    """RFC 5880 §6.7.3/§6.7.4, computed here: the digest field holds the zero-padded secret."""
-    name, size = HASHES[auth_type]
-    return hashlib.new(name, packet[:32] + secret.ljust(size, b"\0") + packet[32 + size :]).digest()
-
-
 def _signed_right(payload: bytes, auth_type: int) -> bool:
     packet = payload[: payload[3]]
     if packet[24] != auth_type or packet[26] != KEY_ID:
         return False
     if auth_type == 1:
         return packet[25] == 3 + len(SECRET) and packet[27:] == SECRET
-    return packet[32:] == _keyed_digest(packet, auth_type, SECRET)
-
-
-def _seq(payload: bytes) -> int:
-    return struct.unpack_from("!I", payload, 28)[0]
+    return packet[32:] == keyed_digest(packet, auth_type, SECRET)
 
 
 def _judge_auth(ea, eb, cap, a_ip: str, b_ip: str, *, auth_type: int, body=None) -> None:
@@ -347,7 +337,7 @@ def _judge_auth(ea, eb, cap, a_ip: str, b_ip: str, *, auth_type: int, body=None)
         assert stats[k]["counters"]["drop"] == counters0[k]["drop"], (k, stats[k]["counters"]["drop"])
         if meticulous:
             # A new number in every packet (§6.7.3): only the engine can sign them.
-            steps = {(_seq(y.payload) - _seq(x.payload)) % (1 << 32) for x, y in itertools.pairwise(mine)}
+            steps = {(seq_of(y.payload) - seq_of(x.payload)) % (1 << 32) for x, y in itertools.pairwise(mine)}
             assert steps == {1}, f"{src}: sequence steps {sorted(steps)[:5]}"
             assert delta[k]["kernel_tx_packets"] == 0 and delta[k]["user_tx_packets"] > 0, (k, delta[k])
         else:
@@ -428,7 +418,7 @@ def test_forged_and_replayed_packets_die_in_xdp(pair, timing, auth_name):
     def resign(packet: bytes, auth_type_: int = auth_type) -> bytes:
         """``packet`` with a digest computed here for the bytes it has."""
         _, size = HASHES[auth_type_]
-        return packet[:32] + _keyed_digest(packet, auth_type_, SECRET) + packet[32 + size :]
+        return packet[:32] + keyed_digest(packet, auth_type_, SECRET) + packet[32 + size :]
 
     def keyed(
         g: bytes, *, auth_type_: int = auth_type, key_id: int = KEY_ID, seq: int | None = None
@@ -436,7 +426,7 @@ def test_forged_and_replayed_packets_die_in_xdp(pair, timing, auth_name):
         _, size = HASHES[auth_type_]
         head = bytearray(g[:24])
         head[3] = 24 + 8 + size
-        section = auth_keyed(auth_type_, key_id, _seq(g) if seq is None else seq, bytes(size))
+        section = auth_keyed(auth_type_, key_id, seq_of(g) if seq is None else seq, bytes(size))
         return resign(bytes(head) + section, auth_type_)
 
     cases: list[tuple[str, str, object]] = []
@@ -464,7 +454,7 @@ def test_forged_and_replayed_packets_die_in_xdp(pair, timing, auth_name):
             (
                 "an older number, signed right",
                 "auth_sequence",
-                lambda g: keyed(g, seq=(_seq(g) - 1000) % (1 << 32)),
+                lambda g: keyed(g, seq=(seq_of(g) - 1000) % (1 << 32)),
             ),
             ("another key id, signed right", "auth_key_id", lambda g: keyed(g, key_id=KEY_ID + 1)),
             ("another keyed type, signed right", "auth_type", lambda g: keyed(g, auth_type_=other)),
@@ -532,7 +522,7 @@ def test_a_forgery_with_a_new_number_is_refused_by_the_engine(pair, timing):
         base = ea.stats()["counters"]
         g = flow(cap.snapshot(), src=b_ip, dst=a_ip)[-1].payload
         g = g[: g[3]]
-        forged = g[:28] + struct.pack("!I", (_seq(g) + 1) % (1 << 32)) + bytes(20)
+        forged = g[:28] + struct.pack("!I", (seq_of(g) + 1) % (1 << 32)) + bytes(20)
         f = udp_frame(
             src_mac=b_mac, dst_mac=a_mac, src=b_ip, dst=a_ip, sport=INJECTED_SPORT, dport=3784, payload=forged
         )

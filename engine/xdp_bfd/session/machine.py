@@ -668,12 +668,16 @@ class Session:
         number is what §6.7.3/§6.7.4 allow unless the type is meticulous, whose packets the kernel
         never sends; the next packet the session sends itself moves it on.
         """
-        pkt = replace(self._content(), poll=poll)
+        return self._signed(replace(self._content(), poll=poll))
+
+    def _signed(self, pkt: ControlPacket) -> bytes:
+        """``pkt`` encoded with our authentication section at the current transmit Sequence
+        Number (the encoder computes the digest from the secret), or plain without a key."""
         auth = self._config.auth
         if auth is None:
             return encode_control(pkt)
-        signed = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
-        return encode_control(replace(pkt, auth=signed), secret=auth.secret)
+        section = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
+        return encode_control(replace(pkt, auth=section), secret=auth.secret)
 
     def _content(self) -> ControlPacket:
         """The packet we would send, minus P, F and authentication (§6.8.7)."""
@@ -700,14 +704,7 @@ class Session:
         # §6.5: never both P and F on one packet.
         poll = self._poll_active and not final
         auth = self._config.auth
-        secret = None
-        pkt_auth = None
-        if auth is not None:
-            secret = auth.secret
-            # The digest is computed by the encoder from the secret.
-            pkt_auth = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
-        pkt = replace(content, poll=poll, final=final, auth=pkt_auth)
-        self._outbox.append(encode_control(pkt, secret=secret))
+        self._outbox.append(self._signed(replace(content, poll=poll, final=final)))
         self._tx_packets += 1
         if auth is not None and auth.keyed:
             # §6.7.3: required per packet for meticulous, allowed for plain keyed.

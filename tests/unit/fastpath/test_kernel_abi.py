@@ -487,7 +487,6 @@ def test_an_authenticated_session_hands_the_kernel_only_the_packet_it_verified(a
     assert writes[-1]["expect"] == b"" and writes[-1]["expect_len"] == 0
     # Another key: what was verified under the old one is no longer the kernel's to accept.
     other = AuthConfig(auth_type, 4, b"0123456789abcdef")
-    assert off.serviced is not None
     entry.last_rx_raw = _signed(
         auth, control.ControlPacket(state=control.State.UP, my_discr=9, your_discr=session.local_discr), 103
     )
