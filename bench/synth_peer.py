@@ -32,18 +32,19 @@ Receiving uses one UDP socket bound to 0.0.0.0:3784 (IP_PKTINFO names the
 session by its destination address; the bound socket also keeps the namespace
 from answering with ICMP port unreachable). While every session is Up and no
 Poll is open, a classic BPF socket filter drops the engine's plain Up replies
-in the kernel (state Up, neither P nor F), so the peer spends nothing per
-steady reply; anything else (Down, Init, AdminDown, P, F) still reaches it.
+in the kernel (state Up, neither P nor F, a fast Desired Min TX), so the peer
+spends nothing per steady reply; anything else (Down, Init, AdminDown, P, F, an
+Up at the slow rate) still reaches it.
 The peer does not run its own detection timer (it cannot see the filtered
 replies); the engine's replies are counted on the interface by the caller.
 
 With ``--filter always`` the filter is on from the start. At 1024 sessions the
 bring-up's plain Up replies alone are ~100 k packets/s, more than this process
 reads; stalled in its reader it stops sending, and the DUT rightly declares
-its sessions Down. It costs nothing with a DUT that announces its fast rate
-with a Poll as it comes Up (§6.8.3, as the engine does): our Init learns the
-DUT is Up from that P, which passes the filter. A DUT that never polled would
-leave our session in Init until it timed out and started over.
+its sessions Down. A DUT that comes Up on our Init says so at the slow rate
+(§6.8.3; the engine keeps it until we say Up) or with a Poll announcing its
+fast rate: either passes the filter. A DUT that sent a plain fast Up before we
+were Up would leave our session in Init until it timed out and started over.
 
 Status: one JSON line on stdout every ``--status-every`` seconds. Stops on EOF
 on stdin, SIGTERM, or after ``--max-seconds``.
@@ -116,12 +117,15 @@ def frame(*, src_mac: bytes, dst_mac: bytes, src: bytes, dst: bytes, sport: int,
     return dst_mac + src_mac + b"\x08\x00" + ip + udp + payload
 
 
-# Classic BPF on the UDP socket (offset 0 = UDP header, 9 = BFD state/flags):
-# drop "Up, no P, no F", accept everything else.
+# Classic BPF on the UDP socket (offset 0 = UDP header, 9 = BFD state/flags, 20 = Desired
+# Min TX): drop "Up, no P, no F, Desired Min TX under a second", accept everything else. A DUT
+# that is Up before us says so at the slow rate (it has not seen us Up), and that must reach us.
 _STEADY_FILTER = [
     (0x30, 0, 0, 9),  # ldb [9]
     (0x54, 0, 0, 0xF0),  # and #0xf0
-    (0x15, 0, 1, 0xC0),  # jeq #0xc0 ? next : accept
+    (0x15, 0, 3, 0xC0),  # jeq #0xc0 ? next : accept
+    (0x20, 0, 0, 20),  # ld [20]
+    (0x35, 1, 0, SLOW_TX_US),  # jge #SLOW_TX_US ? accept : drop
     (0x06, 0, 0, 0),  # ret #0 (drop)
     (0x06, 0, 0, 0xFFFFFFFF),  # ret #-1 (accept)
 ]

@@ -95,16 +95,26 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 /*
  * A packet for the engine's socket that repeats, byte for byte, one of the
  * last two passed for the same session within this time is dropped in XDP
- * (pass_repeat), while the kernel watches the session's silence: the engine
- * has already been told, and the kernel stamped the packet as a sign of
- * life. A peer answering each P of our Poll with an F, or repeating its own
- * Poll, otherwise sends the engine one packet per interval per session until
- * it has caught up (1024 sessions at 10 ms: 100 k/s). One copy per hold
+ * (pass_repeat): the engine has already been told, and the kernel stamped
+ * the packet as a sign of life. While the kernel does not watch the
+ * session's silence, a Final is never held (the session times our Poll's
+ * answer itself), and the session forgets bfd.RemoteDiscr a hold later than
+ * §6.8.1 says (it does not see every packet). A peer answering each P of our
+ * Poll with an F, or repeating its own Poll, or still saying Up to a Down
+ * session, otherwise sends the engine one packet per interval per session
+ * until it has caught up (1024 sessions at 10 ms: 100 k/s). One copy per hold
  * still goes up, in case the socket lost the first. The same hold spares
  * the engine the event of a Poll XDP answered (BFD_EV_POLL) when it repeats
  * one already reported (poll_repeat): the Final still leaves for each.
  */
 #define BFD_PASS_HOLD_NS 250000000
+/*
+ * The hold while the kernel does not watch the session (Down, AdminDown,
+ * Demand): nothing but a change is news to a Down session (a peer still
+ * saying Up is answered by our Down, once a second), and at bring-up
+ * thousands of them may face peers that still say Up.
+ */
+#define BFD_PASS_HOLD_IDLE_NS 1000000000
 
 /*
  * Per-CPU counters: X(INDEX_NAME, stats_name). Drop reasons first appear in

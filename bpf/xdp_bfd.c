@@ -584,13 +584,14 @@ static __always_inline int auth_check(struct xdp_md *ctx, const struct bfd_ctrl 
 	return 0;
 }
 
-/* BFD_PASS_HOLD_NS: 1 when this packet repeats one of the last two passed up, within the hold. */
-static __always_inline int repeats_passed(struct bfd_state *st, const struct bfd_ctrl *bfd, __u64 now)
+/* 1 when this packet repeats one of the last two passed up, within the hold (BFD_PASS_HOLD_*NS). */
+static __always_inline int repeats_passed(struct bfd_state *st, const struct bfd_ctrl *bfd, __u64 now,
+					  __u64 hold)
 {
 	const __u32 *in = (const __u32 *)bfd;
 
-	if ((same24(in, st->passed_a) && now - st->passed_ns_a < BFD_PASS_HOLD_NS) ||
-	    (same24(in, st->passed_b) && now - st->passed_ns_b < BFD_PASS_HOLD_NS))
+	if ((same24(in, st->passed_a) && now - st->passed_ns_a < hold) ||
+	    (same24(in, st->passed_b) && now - st->passed_ns_b < hold))
 		return 1;
 	/* The older slot takes it. Two CPUs may race here: the worst is one more copy passed up. */
 	if (st->passed_ns_a <= st->passed_ns_b) {
@@ -855,7 +856,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		 * peer repeats its Poll until our Final reaches its own reader: the
 		 * engine hears each one once per BFD_PASS_HOLD_NS.
 		 */
-		if (repeats_passed(st, bfd, now)) {
+		if (repeats_passed(st, bfd, now, BFD_PASS_HOLD_NS)) {
 			count(BFD_C_POLL_REPEAT);
 		} else {
 			struct bfd_event ev = {};
@@ -874,7 +875,15 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	}
 	return r;
 up:
-	if ((c->flags & BFD_CFG_DETECT) && repeats_passed(st, bfd, now)) {
+	/*
+	 * Unwatched (Down, AdminDown, Demand), a session's repeats are held back
+	 * too, but never a Final: a Poll of ours may have been answered by the
+	 * same bytes as the last one, and the session times that answer itself.
+	 * A Down session hears a peer that still says Up once per (longer) hold,
+	 * not at its fast rate (the bring-up storm, docs/fastpath.md).
+	 */
+	if ((c->flags & BFD_CFG_DETECT) ? repeats_passed(st, bfd, now, BFD_PASS_HOLD_NS)
+					: !(flags & BFD_FLAG_FINAL) && repeats_passed(st, bfd, now, BFD_PASS_HOLD_IDLE_NS)) {
 		count(BFD_C_PASS_REPEAT);
 		return XDP_DROP;
 	}

@@ -104,6 +104,9 @@ STRANGER4, STRANGER6 = "198.19.1.99", "fd00:bfd:1::99"
 # stays Down, and exists so that "A bit clear with auth configured" has a target.
 # Nothing in p owns its peer address.
 AUTH_PEER = "198.19.1.13"
+# A fifth, engine-only session without authentication that stays Down (nothing in
+# p owns its peer address either): the kernel does not watch its silence.
+DOWN_PEER = "198.19.1.14"
 
 SESSIONS = ("v4", "v6", "mh")
 
@@ -155,6 +158,7 @@ class Live:
     our_sport: dict[str, int]  # the engine's source port, per session
     baseline: dict[str, dict] = field(default_factory=dict)  # engine stats per session
     auth_baseline: dict = field(default_factory=dict)  # the engine-only auth session
+    down_baseline: dict = field(default_factory=dict)  # the engine-only plain session, Down
     frr_baseline: dict[str, dict] = field(default_factory=dict)  # FRR's peer per session
     all_up: Callable[[], dict | None] = lambda: None  # the stats when every session is Up at both ends
     frr_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # FRR's (up, down) per session
@@ -166,6 +170,9 @@ class Live:
 
     def auth_session(self, stats: dict) -> dict:
         return next(x for x in stats["sessions"] if x["peer"] == AUTH_PEER)
+
+    def down_session(self, stats: dict) -> dict:
+        return next(x for x in stats["sessions"] if x["peer"] == DOWN_PEER)
 
     def frr_peers(self) -> dict[str, dict]:
         got = {(p["peer"], bool(p.get("multihop"))): p for p in self.frr.peers()}
@@ -263,13 +270,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             )
             + f"- {{local: '{a.ip4}', peer: '{AUTH_PEER}', interface: veth-d,"
             " auth: {type: simple, key_id: 1, secret: fastpath}}\n"
+            + f"- {{local: '{a.ip4}', peer: '{DOWN_PEER}', interface: veth-d}}\n"
         )
         sessions.chmod(0o600)  # it holds a secret: the engine refuses it readable by others
         engine = EngineProcess(d, ["--sessions", str(sessions), "--kernel-tx", "veth-d"], work)
         stack.callback(engine.cleanup)
         engine.start()
         engine.wait_log("kernel-tx: XDP attached to veth-d (generic mode, ", timeout=30)
-        engine.wait_log("bfd: serving 4 sessions with the XDP fast path", timeout=10)
+        engine.wait_log("bfd: serving 5 sessions with the XDP fast path", timeout=10)
 
         def all_up() -> dict | None:
             st = engine.stats()
@@ -335,6 +343,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         au = live.auth_session(second)
         assert (au["state"], au["remote_discr"], au["drops"]) == ("down", 0, {}), au
         live.auth_baseline = au
+        dn = live.down_session(second)
+        assert (dn["state"], dn["remote_discr"], dn["drops"]) == ("down", 0, {}), dn
+        live.down_baseline = dn
         live.frr_counts = live.frr_counters()
         assert live.frr_counts == {n: (1, 0) for n in SESSIONS}, live.frr_counts
         yield live
@@ -357,7 +368,7 @@ def ctx_of(live: Live) -> Ctx:
     local = {n: live.baseline[n]["local_discr"] for n in SESSIONS}
     remote = {n: live.baseline[n]["remote_discr"] for n in SESSIONS}
     auth_local = live.auth_baseline["local_discr"]
-    taken = {*local.values(), auth_local}
+    taken = {*local.values(), auth_local, live.down_baseline["local_discr"]}
     unknown = next(x for x in (local["v4"] ^ 0x5A5A5A5A, 0xFFFFFFFE, 12345) if x and x not in taken)
     return Ctx(local, remote, auth_local, unknown)
 
@@ -625,6 +636,55 @@ def test_repeats_of_a_packet_passed_up_are_dropped_in_xdp(live, timing, name):
     )
     assert again["counters"]["pass_repeat"] == c1["pass_repeat"]
     assert_undisturbed(live, before, again)
+
+
+@undisturbed_window
+def test_repeats_to_a_down_session_are_held_but_its_finals_are_not(live, timing):
+    """A session the kernel does not watch (Down) hears a peer's repeats once per idle hold, every Final.
+
+    At bring-up a Down session whose peer still says Up used to pass every
+    packet of the peer's fast rate to the engine. ``N`` copies of an Up packet
+    naming the Down session (which ignores Up, §6.8.6, but learns the peer's
+    discriminator from it): one ``xdp_pass``, ``N - 1`` ``pass_repeat``. Then
+    ``N`` copies of the same packet with F: each goes up (the session times our
+    Poll's answer itself), no ``pass_repeat``.
+    """
+    hold_s = abi.load().constants["BFD_PASS_HOLD_IDLE_NS"] / 1e9
+    dn = live.down_baseline
+    theirs = 0x0D0E0A0D
+    up = bfd_control(state="up", my_discr=theirs, your_discr=dn["local_discr"])
+    fin = bfd_control(state="up", flags="F", my_discr=theirs, your_discr=dn["local_discr"])
+    plain, final = (frame(live, "v4", x, src=DOWN_PEER, sport=MARKER_SPORT) for x in (up, fin))
+    before = live.engine.stats()
+    c0 = before["counters"]
+    t0 = time.monotonic()
+    assert send_frames(live.p, "veth-p", [plain] * N) == N
+    mid = stats_when(
+        live,
+        lambda st: (
+            st["counters"]["xdp_pass"] + st["counters"]["pass_repeat"]
+            >= c0["xdp_pass"] + c0["pass_repeat"] + N
+        ),
+        f"{N} Up copies passed or held",
+    )
+    c1 = mid["counters"]
+    assert (c1["xdp_pass"] - c0["xdp_pass"], c1["pass_repeat"] - c0["pass_repeat"]) == (1, N - 1)
+    # The copy that went up reached the session: it learned the discriminator and stayed Down.
+    got = wait_until(
+        lambda: (st := live.engine.stats()) and live.down_session(st)["remote_discr"] == theirs and st,
+        timeout=5,
+        what="the Down session to learn the peer's discriminator",
+    )
+    assert (live.down_session(got)["state"], live.down_session(got)["flaps"]) == ("down", dn["flaps"])
+    assert send_frames(live.p, "veth-p", [final] * N) == N
+    after = stats_when(
+        live, lambda st: st["counters"]["xdp_pass"] >= c1["xdp_pass"] + N, f"{N} Finals passed up"
+    )
+    c2 = after["counters"]
+    assert time.monotonic() - t0 < hold_s, "the check took longer than the hold: the counts prove nothing"
+    assert (c2["xdp_pass"] - c1["xdp_pass"], c2["pass_repeat"] - c1["pass_repeat"]) == (N, 0)
+    assert all_drops(after) == all_drops(before), "a held repeat is not a reject"
+    assert_undisturbed(live, before, after)
 
 
 @pytest.mark.parametrize("name", SESSIONS)
@@ -966,6 +1026,7 @@ def kernel_table(live: Live) -> KernelTable:
     t = KernelTable(live.ifindex)
     entries = [(live.baseline[n]["local_discr"], s, False) for n, s in live.sess.items()]
     entries.append((live.auth_baseline["local_discr"], Sess("au", str(live.a.ip4), AUTH_PEER, False), True))
+    entries.append((live.down_baseline["local_discr"], Sess("dn", str(live.a.ip4), DOWN_PEER, False), False))
     for discr, s, auth in entries:
         t.add_session(
             discr, s.local, s.peer, multihop=s.multihop, min_ttl=MIN_TTL if s.multihop else 255, auth=auth

@@ -11,7 +11,8 @@ clocks a session it could have answered.
 
 Not clocked, so still sent by the session itself: the meticulous
 authenticated types (a new digest per packet; the others' packet is signed
-once per change, Session.template), sessions not Up (bring-up at the slow rate), a peer in
+once per change, Session.template), sessions not Up or whose peer is not Up yet (bring-up at
+the slow rate), a peer in
 Demand mode (nothing periodic is sent at all), and sessions the kernel does
 not see the packets of.
 
@@ -103,6 +104,10 @@ class Clock:
         if entry.slot is None or not entry.offloaded or (auth is not None and auth.meticulous):
             return False
         if s.state != State.UP or s.remote_discr == 0 or s.remote_min_rx_us == 0:
+            return False
+        # Up before the peer: the session sends once a second until the peer says Up (docs/engine.md).
+        # A clock for that moment would cost two class changes per session at bring-up.
+        if s.remote_state != State.UP:
             return False
         # §6.6: a peer in Demand mode asked for no periodic packets (a Poll is the session's own).
         return not s.remote_demand

@@ -57,6 +57,7 @@ class Offload:
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
         self.control_len, self.pkt_max = fp.abi.control_len, fp.abi.pkt_max
+        self.pass_hold_us = fp.abi.constants["BFD_PASS_HOLD_IDLE_NS"] // 1000
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
         self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
@@ -223,6 +224,10 @@ class Offload:
             **auth_fields,
         }
         s.periodic_tx_external = ktx
+        # XDP holds back repeats of what it passed up (BFD_PASS_HOLD_IDLE_NS while it does not
+        # watch the session) for every session it sees but an authenticated one, whose packets
+        # all reach the session.
+        s.rx_hold_us = self.pass_hold_us if entry.offloaded and cfg.auth is None else 0
         if kcfg != entry.kcfg:
             self.slots.write_cfg(entry.slot, kcfg)
             entry.kcfg = kcfg
@@ -240,6 +245,10 @@ class Offload:
             # sweep noticed: the honest detection latency, however late we read it.
             entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
             entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
+            entry.session.detection_expired(now)
+            # The Down leaves first: on a CPU woken from idle the log line alone took longer than
+            # the send (docs/benchmarks.md, detection overshoot).
+            self.host.service(entry, now)
             log.info(
                 # The monotonic time of the last packet lets an operator line
                 # a mass expiry up with other events (a takeover's phases).
@@ -249,8 +258,8 @@ class Offload:
                 entry.last_detection_us,
                 ev.last_rx_ns / 1e9,
             )
-            entry.session.detection_expired(now)
-        elif ev.type == self.event.POLL:
+            return
+        if ev.type == self.event.POLL:
             raw = bytes(ev.pkt)
             try:
                 pkt = decode_control(raw)

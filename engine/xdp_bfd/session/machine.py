@@ -53,6 +53,10 @@ class Session:
     # --pin handover carries (and fingerprints) exactly the attributes a fresh
     # session has, and a switch the engine sets on each session is not state.
     remote_events: bool = False
+    # Set by a fast path that holds back byte-for-byte repeats of the peer's packets for up to
+    # this long (µs) while the session is not watched by it: the session then hears a live peer
+    # less often than every Detection Time, so §6.8.1's bfd.RemoteDiscr lapses this much later.
+    rx_hold_us: int = 0
 
     def __init__(
         self,
@@ -541,7 +545,12 @@ class Session:
 
     def _timer_targets(self) -> tuple[int, int]:
         cfg = self._config
-        tx = cfg.min_tx_us if self._state == State.UP else max(cfg.min_tx_us, SLOW_TX_US)
+        # §6.8.3 asks for the slow rate while not Up; we keep it until the peer says Up too. An Up
+        # session whose peer has not taken our Up in yet (one busy with thousands bringing up)
+        # would otherwise cost a packet per interval that nobody can answer for us: the peer
+        # sends slowly until it is Up, so the fast path cannot reply in step (docs/engine.md).
+        both_up = self._state == State.UP and self._remote_state == State.UP
+        tx = cfg.min_tx_us if both_up else max(cfg.min_tx_us, SLOW_TX_US)
         return tx, cfg.min_rx_us
 
     def _apply_timer_targets(self) -> None:
@@ -741,7 +750,7 @@ class Session:
         if self._state in (State.INIT, State.UP) or self._remote_discr == 0 or self._last_rx_us is None:
             return None
         detect = self.detect_time_us
-        return self._last_rx_us + detect if detect > 0 else None
+        return self._last_rx_us + detect + self.rx_hold_us if detect > 0 else None
 
     def _auth_seq_deadline(self) -> int | None:
         if not self._seq_known or self._last_rx_us is None:

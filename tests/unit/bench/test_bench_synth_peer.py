@@ -3,6 +3,7 @@ leaves in order through sendmmsg(2), and a frame the kernel refuses is counted, 
 
 from __future__ import annotations
 
+import itertools
 import socket
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "bench"))
 
 import synth_peer  # noqa: E402
+
+from xdp_bfd.wire.control import ControlPacket, State, encode_control  # noqa: E402
 
 
 def _pair() -> tuple[socket.socket, socket.socket]:
@@ -125,3 +128,43 @@ def test_a_down_that_is_not_an_expiry_or_has_no_stamp_is_never_the_peers():
     _down_from_engine(peer, 0, 3, 1.100)  # diag 3: neighbor signaled down, not a detection
     _down_from_engine(peer, 1, 1, 0.0)  # no receive stamp: cannot be judged, so not excused
     assert (peer.counts["flaps"], peer.counts["flaps_after_silence"]) == (2, 0)
+
+
+def test_the_steady_filter_drops_only_fast_plain_ups_in_the_kernel():
+    """The socket filter on a real UDP socket (loopback): a plain Up at the fast rate dies, and the
+    DUT's slow Up before we are Up, a Poll, a Final and every other state reach the reader."""
+
+    def pkt(state: State, tx_us: int, **flags: bool) -> bytes:
+        return encode_control(
+            ControlPacket(state=state, my_discr=7, your_discr=9, desired_min_tx_us=tx_us, **flags)
+        )
+
+    fast = 20_000
+    dropped = [pkt(State.UP, fast), pkt(State.UP, synth_peer.SLOW_TX_US - 1)]
+    kept = [
+        pkt(State.UP, synth_peer.SLOW_TX_US),
+        pkt(State.UP, 2 * synth_peer.SLOW_TX_US),
+        pkt(State.UP, fast, poll=True),
+        pkt(State.UP, fast, final=True),
+        pkt(State.INIT, fast),
+        pkt(State.DOWN, fast),
+        pkt(State.ADMIN_DOWN, fast),
+    ]
+    flt = synth_peer.Filter()
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.bind(("127.0.0.1", 0))
+        rx.setsockopt(socket.SOL_SOCKET, synth_peer.SO_ATTACH_FILTER, flt.fprog)
+        rx.settimeout(2)
+        # Interleaved, and a last marker: everything before it has been filtered or queued.
+        for k, d in itertools.zip_longest(kept, dropped):
+            for data in (d, k):
+                if data is not None:
+                    tx.sendto(data, rx.getsockname())
+        marker = pkt(State.DOWN, 4242)
+        tx.sendto(marker, rx.getsockname())
+        got = []
+        while (data := rx.recv(256)) != marker:
+            got.append(data)
+    assert got == kept

@@ -339,3 +339,18 @@ def test_set_config_rejects_a_new_key() -> None:
     s, now = session_in(U)
     with pytest.raises(ValueError, match="key"):
         reconfigure(s, now, multihop=True)
+
+
+def test_a_fast_path_hold_delays_forgetting_the_remote_discriminator_while_down() -> None:
+    """With ``rx_hold_us`` set (XDP holds back a Down session's repeats), §6.8.1's lapse moves by it."""
+    hold = 250_000
+    s, now = session_in(D)
+    s.rx_hold_us = hold
+    deliver(s, packet(U), now)  # Up to a Down session: ignored by the machine, remembered as the peer's
+    sent(s, now)
+    assert (s.state, s.remote_discr) == (D, PEER_DISCR)
+    lapse = s.last_rx_us + s.detect_time_us + hold
+    run_until(s, now, lapse - 1)
+    assert s.remote_discr == PEER_DISCR, "forgotten inside the hold: a repeat held back in XDP is not silence"
+    run_until(s, lapse - 1, lapse)
+    assert (s.state, s.remote_discr) == (D, 0)

@@ -90,6 +90,25 @@ def test_reaching_up_switches_to_configured_with_a_poll() -> None:
     assert after and not any(p.poll for _, p in after)
 
 
+def test_up_before_the_peer_keeps_the_slow_rate_until_the_peer_says_up() -> None:
+    """Up on the peer's Init: nobody can answer a fast rate for us yet, so it waits for the peer's Up."""
+    s = make(0, min_tx_us=100_000, min_rx_us=100_000)
+    s.detection_external = True  # the scripted peer speaks only when told to
+    sent(s, 0)
+    deliver(s, packet(State.INIT, desired_min_tx_us=SECOND, required_min_rx_us=100_000), 1_000)
+    out = sent(s, 1_000)
+    assert s.state == State.UP and s.remote_state == State.INIT
+    assert [(p.state, p.poll, p.desired_min_tx_us) for p in out] == [(State.UP, False, SECOND)]
+    assert (s.tx_interval_us, s.poll_active) == (SECOND, False)
+    now, later = run_until(s, 1_000, 1_000 + 3 * SECOND)
+    assert 2 <= len(later) <= 4 and all(not p.poll and p.desired_min_tx_us == SECOND for _, p in later)
+    deliver(s, packet(State.UP, required_min_rx_us=100_000), now)
+    out = sent(s, now)
+    # The peer's Up opens our Poll to the configured rate, used at once (a faster TX is safe).
+    assert [(p.state, p.poll, p.desired_min_tx_us) for p in out] == [(State.UP, True, 100_000)]
+    assert (s.tx_interval_us, s.poll_active) == (100_000, True)
+
+
 def test_leaving_up_goes_back_to_slow_rate_without_a_poll() -> None:
     s, now = steady_up(min_tx_us=100_000)
     assert s.desired_min_tx_us == 100_000
