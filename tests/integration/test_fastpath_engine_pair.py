@@ -320,7 +320,13 @@ def _judge_auth(ea, eb, cap, a_ip: str, b_ip: str, *, auth_type: int, body=None)
             what="the capture past the window",
         )
     after, stats = dump()
-    everything = cap.snapshot()
+    # The capture written out past both dumps, so the count between a dump pair misses nothing.
+    last_dump = max(d["generated_at"] for d in stats.values())
+    everything = wait_until(
+        lambda: (snap := cap.snapshot()) and snap[-1].ts > last_dump and snap,
+        timeout=10,
+        what="the capture past the second dumps",
+    )
     pkts = [p for p in everything if p.ts > mark]
     delta = {k: {f: after[k][f] - before[k][f] for f in COUNTS} for k in after}
     steady = {k: stats[k]["counters"]["auth_steady"] - counters0[k]["auth_steady"] for k in stats}
