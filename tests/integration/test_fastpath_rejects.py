@@ -497,6 +497,24 @@ def stats_when(live: Live, pred: Callable[[dict], bool], what: str) -> dict:
     return wait_until(lambda: (st := live.engine.stats()) and pred(st) and st, timeout=5, what=what)
 
 
+def sent_and_counted(live: Live, frames: list[bytes], base: dict, what: str) -> dict:
+    """Send ``frames`` from p; the stats once XDP has passed up or held back every one since ``base``."""
+    assert send_frames(live.p, "veth-p", frames) == len(frames)
+    return stats_when(
+        live,
+        lambda st: (
+            st["counters"]["xdp_pass"] + st["counters"]["pass_repeat"]
+            >= base["xdp_pass"] + base["pass_repeat"] + len(frames)
+        ),
+        what,
+    )
+
+
+def passed_and_held(c0: dict, c1: dict) -> tuple[int, int]:
+    """How many went up (``xdp_pass``) and how many XDP held back as repeats (``pass_repeat``)."""
+    return c1["xdp_pass"] - c0["xdp_pass"], c1["pass_repeat"] - c0["pass_repeat"]
+
+
 # --- accept cases: the positive controls ----------------------------------------
 
 
@@ -614,19 +632,11 @@ def test_repeats_of_a_packet_passed_up_are_dropped_in_xdp(live, timing, name):
     before = live.engine.stats()
     c0 = before["counters"]
     t0 = time.monotonic()
-    assert send_frames(live.p, "veth-p", [f] * N) == N
-    after = stats_when(
-        live,
-        lambda st: (
-            st["counters"]["xdp_pass"] + st["counters"]["pass_repeat"]
-            >= c0["xdp_pass"] + c0["pass_repeat"] + N
-        ),
-        f"{N} copies passed or dropped as repeats",
-    )
+    after = sent_and_counted(live, [f] * N, c0, f"{N} copies passed or dropped as repeats")
     sent_in = time.monotonic() - t0
     c1 = after["counters"]
     assert sent_in < hold_s, f"the check itself took {sent_in:.3f} s, longer than the hold"
-    assert (c1["xdp_pass"] - c0["xdp_pass"], c1["pass_repeat"] - c0["pass_repeat"]) == (1, N - 1)
+    assert passed_and_held(c0, c1) == (1, N - 1)
     assert all_drops(after) == all_drops(before), "a repeat is not a reject"
     # The hold is over (a deadline, not a guess): the next copy goes up again.
     wait_until(lambda: time.monotonic() - t0 > hold_s * 1.2, timeout=hold_s * 2, what="the hold to pass")
@@ -658,17 +668,8 @@ def test_repeats_to_a_down_session_are_held_but_its_finals_are_not(live, timing)
     before = live.engine.stats()
     c0 = before["counters"]
     t0 = time.monotonic()
-    assert send_frames(live.p, "veth-p", [plain] * N) == N
-    mid = stats_when(
-        live,
-        lambda st: (
-            st["counters"]["xdp_pass"] + st["counters"]["pass_repeat"]
-            >= c0["xdp_pass"] + c0["pass_repeat"] + N
-        ),
-        f"{N} Up copies passed or held",
-    )
-    c1 = mid["counters"]
-    assert (c1["xdp_pass"] - c0["xdp_pass"], c1["pass_repeat"] - c0["pass_repeat"]) == (1, N - 1)
+    c1 = sent_and_counted(live, [plain] * N, c0, f"{N} Up copies passed or held")["counters"]
+    assert passed_and_held(c0, c1) == (1, N - 1)
     # The copy that went up reached the session: it learned the discriminator and stayed Down.
     got = wait_until(
         lambda: (st := live.engine.stats()) and live.down_session(st)["remote_discr"] == theirs and st,
@@ -676,13 +677,10 @@ def test_repeats_to_a_down_session_are_held_but_its_finals_are_not(live, timing)
         what="the Down session to learn the peer's discriminator",
     )
     assert (live.down_session(got)["state"], live.down_session(got)["flaps"]) == ("down", dn["flaps"])
-    assert send_frames(live.p, "veth-p", [final] * N) == N
-    after = stats_when(
-        live, lambda st: st["counters"]["xdp_pass"] >= c1["xdp_pass"] + N, f"{N} Finals passed up"
-    )
+    after = sent_and_counted(live, [final] * N, c1, f"{N} Finals passed up or held")
     c2 = after["counters"]
     assert time.monotonic() - t0 < hold_s, "the check took longer than the hold: the counts prove nothing"
-    assert (c2["xdp_pass"] - c1["xdp_pass"], c2["pass_repeat"] - c1["pass_repeat"]) == (N, 0)
+    assert passed_and_held(c1, c2) == (N, 0)
     assert all_drops(after) == all_drops(before), "a held repeat is not a reject"
     assert_undisturbed(live, before, after)
 
