@@ -15,10 +15,11 @@
  *      current control packet from the maps and clones it out the interface
  *      the peer's packets come in by, while the dead-man gate is open and
  *      the sweep has not found the peer silent (as XDP stops answering);
- *   3. resizes the frame to the next period, a random length (RFC 5880
- *      §6.8.7 jitter), shortened so that the next release comes before the
- *      interval since the last packet sent ends, and redirects it into the
- *      shaped end again.
+ *   3. resizes the frame to the period after the next one (htb waits a
+ *      released frame's length before the next release: the frame's length
+ *      on arrival is the time to the next tick), a random length (RFC 5880
+ *      §6.8.7 jitter) counted from the last packet sent, and redirects it
+ *      into the shaped end again.
  *
  * Compiled after xdp_bfd.c and sweep.c as one text: it shares their maps and
  * helpers (fold, same16).
@@ -167,6 +168,13 @@ int bfd_tick(struct __sk_buff *skb)
 		tick_count(BFD_TC_TICK_STALE);
 		return TC_ACT_SHOT;  /* the clock of this frame was stopped or restarted */
 	}
+	/*
+	 * htb charges a frame's length when it releases it, and waits that long
+	 * before its next release: the length this frame arrived with is the time
+	 * to the next tick, decided one tick ago. What this tick decides is the
+	 * period after that one.
+	 */
+	__u64 ahead = skb->len;
 	__u64 now = bpf_ktime_get_ns();
 	ts->last_tick_ns = now;
 	ts->gen_seen = th.gen;
@@ -174,9 +182,7 @@ int bfd_tick(struct __sk_buff *skb)
 	tick_count(BFD_TC_TICK);
 
 	__u64 last = st->last_ktx_ns;
-	__u64 since = 0;  /* how much of the next period has passed already */
 	if (last && now - last < c->min_gap_ns) {
-		since = now - last;
 		ts->skipped++;
 		tick_count(BFD_TC_TICK_SKIPPED);
 	} else {
@@ -207,15 +213,21 @@ int bfd_tick(struct __sk_buff *skb)
 		}
 	}
 
-	/* The next period: random in [len_min, len_max], but over by the end of the window the last send opened. */
+	/*
+	 * The period after the next tick: random in [len_min, len_max] (the jitter)
+	 * after whichever send is the last one then. Measured in frame bytes from
+	 * the last send (ours, or XDP's): when the next tick comes too soon after
+	 * it to send, the one after it must come at that send plus the jitter.
+	 */
 	__u32 lo = tc->len_min, hi = tc->len_max, len = lo;
 	if (hi > lo)
 		len = lo + bpf_get_prandom_u32() % (hi - lo + 1);
-	if (since) {
-		__u64 used = since * BFD_TICK_LEN_FULL / tc->period_ns;
+	__u64 sent = st->last_ktx_ns;  /* again: this tick's send, or XDP's on another CPU meanwhile */
+	if (sent && now >= sent && now - sent < c->min_gap_ns) {
+		__u64 next = (now - sent) * BFD_TICK_LEN_FULL / tc->period_ns + ahead;
 
-		if (len + used > hi)
-			len = hi > used ? hi - used : 0;
+		if (next < c->min_gap_ns * BFD_TICK_LEN_FULL / tc->period_ns)
+			len = len > next ? len - next : 0;
 	}
 	if (len < BFD_TICK_LEN_MIN)
 		len = BFD_TICK_LEN_MIN;

@@ -866,9 +866,13 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 			emit(BFD_EV_POLL, idx, c, c->epoch, now, now, &ev);
 		}
 	}
+	/*
+	 * A steady reply claimed the "last sent" stamp above. A Final does not
+	 * touch it: §6.8.7 sends it outside the periodic schedule, and a clock
+	 * (tick.c) that counted it would move its next periodic packet.
+	 */
 	r = reply(ctx, &p, bfd, c, my_discr, flags & BFD_FLAG_POLL);
 	if (r == XDP_TX) {
-		st->last_ktx_ns = now;
 		__sync_fetch_and_add(&st->ktx_packets, 1);
 		__sync_fetch_and_add(&st->ktx_bytes, BFD_CONTROL_LEN);
 		count(BFD_C_XDP_TX);
