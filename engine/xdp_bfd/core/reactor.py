@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import math
 import selectors
 import signal
 import socket
@@ -141,6 +142,26 @@ class Reactor:
         except StopIteration:
             self.background = self.next_background()
 
+    def wait(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
+        """Input ready within ``timeout`` seconds; returns at the deadline, not up to 1 ms after it.
+
+        epoll counts in milliseconds and Python rounds a timeout up to the next
+        one, so a timer due in 0.3 ms fired 1 ms late, and every packet the loop
+        sends went out up to 1 ms past its jittered interval (docs/benchmarks.md).
+        Whole milliseconds go to epoll (at or before the deadline); the rest is
+        slept, with the input polled first.
+        """
+        if timeout is None:
+            return self.selector.select(None)
+        whole_ms = math.floor(timeout * 1000)
+        if whole_ms > 0:
+            # Half a millisecond under the whole ones: Python's ceiling lands on them exactly.
+            return self.selector.select((whole_ms - 0.5) / 1000)
+        ready = self.selector.select(0)
+        if not ready and timeout > 0:
+            time.sleep(timeout)
+        return ready
+
     def loop(self) -> None:
         while not self.stop_requested:
             # Input before timers: after a stall, packets waiting in a socket
@@ -151,7 +172,7 @@ class Reactor:
             if self.background is not None:
                 step_in = max(0.0, (self._background_at - now_us()) / 1e6)
                 timeout = step_in if timeout is None else min(timeout, step_in)
-            for key, _ in self.selector.select(timeout):
+            for key, _ in self.wait(timeout):
                 key.data(now_us())
             now = now_us()
             due = self.next_due()

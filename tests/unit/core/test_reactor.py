@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import selectors
 import signal
 import socket
 import time
@@ -26,6 +28,46 @@ def test_calls_run_in_deadline_order_and_only_when_due() -> None:
     r.run_timers(1_000)
     assert ran == ["a", "b", "b2", "c"]
     assert r.next_due() is None and r.timeout_s(0) is None
+
+
+class _Recorder(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """The real selector, with each timeout it was given recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+
+    def select(self, timeout: float | None = None) -> list:
+        self.timeouts.append(timeout)
+        return super().select(timeout)
+
+
+@pytest.mark.parametrize("timeout_s", [0.0071, 0.0027, 0.001, 0.0009999, 0.00003, 0.25])
+def test_the_wait_never_asks_epoll_for_a_millisecond_past_the_deadline(monkeypatch, timeout_s) -> None:
+    """epoll counts in milliseconds, Python rounds up: what it is asked rounds to the deadline or less."""
+    r = Reactor()
+    r.selector = rec = _Recorder()
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    assert r.wait(timeout_s) == []
+    (asked,) = rec.timeouts
+    assert asked is not None
+    # As EpollSelector turns it into milliseconds: never past the deadline.
+    assert math.ceil(asked * 1e3) <= timeout_s * 1e3
+    if timeout_s >= 0.001:
+        assert asked > 0 and math.ceil(asked * 1e3) == math.floor(timeout_s * 1e3) and slept == []
+    else:
+        assert asked == 0 and slept == [timeout_s]  # under a millisecond: polled, then slept
+
+
+def test_the_wait_for_input_without_a_deadline_blocks_until_input() -> None:
+    r = Reactor()
+    a, b = socket.socketpair()
+    r.selector.register(a, selectors.EVENT_READ, "a")
+    b.send(b"x")
+    assert [k.data for k, _ in r.wait(None)] == ["a"]
+    a.close()
+    b.close()
 
 
 def test_session_timers_reach_the_owner_with_their_deadline() -> None:
