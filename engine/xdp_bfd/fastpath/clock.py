@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.host import Entry, Host, PacketCounts
-from ..wire.control import State
 from .kernel import FastPath
 from .loop import LOOP_A, ShapedLoop
 
@@ -103,11 +102,9 @@ class Clock:
         # A meticulous type needs a new Sequence Number, so a new digest, in every packet.
         if entry.slot is None or not entry.offloaded or (auth is not None and auth.meticulous):
             return False
-        if s.state != State.UP or s.remote_discr == 0 or s.remote_min_rx_us == 0:
-            return False
         # Up before the peer: the session sends once a second until the peer says Up (docs/engine.md).
         # A clock for that moment would cost two class changes per session at bring-up.
-        if s.remote_state != State.UP:
+        if not s.both_up or s.remote_discr == 0 or s.remote_min_rx_us == 0:
             return False
         # §6.6: a peer in Demand mode asked for no periodic packets (a Poll is the session's own).
         return not s.remote_demand

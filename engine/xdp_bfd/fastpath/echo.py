@@ -29,7 +29,6 @@ from typing import Any
 from ..core import links
 from ..core.host import Entry, Host, PacketCounts
 from ..session.timers import echo_tx_interval_us
-from ..wire.control import State
 from ..wire.echo import EchoPacket, encode_echo
 from .kernel import FastPath
 
@@ -124,7 +123,7 @@ class EchoOriginator:
         s, c = entry.session, entry.session.config
         if entry.slot is None or not entry.offloaded or c.multihop:
             return 0
-        if s.state != State.UP or s.remote_state != State.UP:
+        if not s.both_up:
             return 0
         return echo_tx_interval_us(c.echo_tx_us, s.remote_min_echo_rx_us)
 

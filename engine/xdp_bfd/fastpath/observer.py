@@ -135,14 +135,12 @@ class Offload:
     def _ktx_eligible(self, entry: Entry) -> bool:
         s = entry.session
         cfg = s.config
-        if not entry.offloaded or s.state != State.UP or cfg.auth is not None:
-            return False
-        if cfg.demand or s.remote_demand or s.remote_min_rx_us == 0 or s.remote_discr == 0:
-            return False
         # Up before the peer, the session sends once a second by itself until the peer says Up
         # (docs/engine.md), as the kernel clock waits for it (clock.Clock.wanted): the offload
         # starts with the fast rate.
-        if s.remote_state != State.UP:
+        if not entry.offloaded or not s.both_up or cfg.auth is not None:
+            return False
+        if cfg.demand or s.remote_demand or s.remote_min_rx_us == 0 or s.remote_discr == 0:
             return False
         # RX-clocked TX replies once per peer packet: only safe when the peer
         # sends at least as often as we must (RFC 5880 §6.8.7 with asymmetric

@@ -383,6 +383,11 @@ class Session:
         return self._poll_active
 
     @property
+    def both_up(self) -> bool:
+        """Up, and the peer's packets say Up too: what the fast rate, Demand mode and echo wait for."""
+        return self._state == State.UP and self._remote_state == State.UP
+
+    @property
     def local_demand_active(self) -> bool:
         """We are in Demand mode and both ends are Up: the peer is silent between our Polls (§6.6)."""
         return self._local_demand_active()
@@ -549,8 +554,7 @@ class Session:
         # session whose peer has not taken our Up in yet (one busy with thousands bringing up)
         # would otherwise cost a packet per interval that nobody can answer for us: the peer
         # sends slowly until it is Up, so the fast path cannot reply in step (docs/engine.md).
-        both_up = self._state == State.UP and self._remote_state == State.UP
-        tx = cfg.min_tx_us if both_up else max(cfg.min_tx_us, SLOW_TX_US)
+        tx = cfg.min_tx_us if self.both_up else max(cfg.min_tx_us, SLOW_TX_US)
         return tx, cfg.min_rx_us
 
     def _apply_timer_targets(self) -> None:
@@ -610,10 +614,10 @@ class Session:
     def _local_demand_active(self) -> bool:
         # We ask for Demand mode and both ends are Up, so the peer has stopped
         # its periodic packets (§6.6).
-        return self._config.demand and self._state == State.UP and self._remote_state == State.UP
+        return self._config.demand and self.both_up
 
     def _remote_demand_active(self) -> bool:
-        return self._remote_demand and self._state == State.UP and self._remote_state == State.UP
+        return self._remote_demand and self.both_up
 
     def _demand_on_either_side(self) -> bool:
         return self._local_demand_active() or self._remote_demand_active()

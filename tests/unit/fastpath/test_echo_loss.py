@@ -102,7 +102,8 @@ def test_no_way_out_yet_is_skipped_not_sent() -> None:
 
 def _entry(state: State, remote: State, *, multihop: bool = False) -> Any:
     cfg = SimpleNamespace(multihop=multihop, echo_tx_us=10_000)
-    session = SimpleNamespace(config=cfg, state=state, remote_state=remote, remote_min_echo_rx_us=20_000)
+    both_up = state == State.UP and remote == State.UP  # Session.both_up, tested with the session
+    session = SimpleNamespace(config=cfg, both_up=both_up, remote_min_echo_rx_us=20_000)
     return SimpleNamespace(slot=1, offloaded=True, session=session)
 
 

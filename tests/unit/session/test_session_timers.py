@@ -97,12 +97,13 @@ def test_up_before_the_peer_keeps_the_slow_rate_until_the_peer_says_up() -> None
     sent(s, 0)
     deliver(s, packet(State.INIT, desired_min_tx_us=SECOND, required_min_rx_us=100_000), 1_000)
     out = sent(s, 1_000)
-    assert s.state == State.UP and s.remote_state == State.INIT
+    assert s.state == State.UP and s.remote_state == State.INIT and not s.both_up
     assert [(p.state, p.poll, p.desired_min_tx_us) for p in out] == [(State.UP, False, SECOND)]
     assert (s.tx_interval_us, s.poll_active) == (SECOND, False)
     now, later = run_until(s, 1_000, 1_000 + 3 * SECOND)
     assert 2 <= len(later) <= 4 and all(not p.poll and p.desired_min_tx_us == SECOND for _, p in later)
     deliver(s, packet(State.UP, required_min_rx_us=100_000), now)
+    assert s.both_up
     out = sent(s, now)
     # The peer's Up opens our Poll to the configured rate, used at once (a faster TX is safe).
     assert [(p.state, p.poll, p.desired_min_tx_us) for p in out] == [(State.UP, True, 100_000)]
