@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import math
 import selectors
 import signal
 import socket
@@ -20,6 +19,7 @@ from typing import Any
 from .clock import now_us
 from .host import Callback
 from .lag import LoopLag
+from .timerfd import TimerFd
 
 # Signals whose default action would kill the engine: each is caught, and only
 # recorded by the handler (the loop acts, so no handler races a half-done update).
@@ -55,6 +55,9 @@ class Reactor:
         self.pace_us = 0
         self._background_at = 0
         self._wake_r, self._wake_w = socket.socketpair()
+        # What wakes the loop at a deadline: epoll's own timeout is whole milliseconds (wait()).
+        self._deadline = TimerFd()
+        self.selector.register(self._deadline, selectors.EVENT_READ, self._deadline.expired)
         self._signals_installed = False
         # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on.
         self.takeover_marks: list[tuple[str, int]] = []
@@ -148,19 +151,14 @@ class Reactor:
         epoll counts in milliseconds and Python rounds a timeout up to the next
         one, so a timer due in 0.3 ms fired 1 ms late, and every packet the loop
         sends went out up to 1 ms past its jittered interval (docs/benchmarks.md).
-        Whole milliseconds go to epoll (at or before the deadline); the rest is
-        slept, with the input polled first.
+        The deadline is a timerfd's instead, in the same epoll set, so input
+        still wakes the loop at once.
         """
-        if timeout is None:
-            return self.selector.select(None)
-        whole_ms = math.floor(timeout * 1000)
-        if whole_ms > 0:
-            # Half a millisecond under the whole ones: Python's ceiling lands on them exactly.
-            return self.selector.select((whole_ms - 0.5) / 1000)
-        ready = self.selector.select(0)
-        if not ready and timeout > 0:
-            time.sleep(timeout)
-        return ready
+        if timeout is None or timeout <= 0:
+            self._deadline.arm(0)
+            return self.selector.select(timeout)
+        self._deadline.arm(max(1, int(timeout * 1e9)))
+        return self.selector.select(None)
 
     def loop(self) -> None:
         while not self.stop_requested:
@@ -199,3 +197,5 @@ class Reactor:
             signal.set_wakeup_fd(-1)
         self._wake_r.close()
         self._wake_w.close()
+        self.selector.unregister(self._deadline)
+        self._deadline.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import selectors
 import signal
@@ -42,22 +41,42 @@ class _Recorder(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
         return super().select(timeout)
 
 
-@pytest.mark.parametrize("timeout_s", [0.0071, 0.0027, 0.001, 0.0009999, 0.00003, 0.25])
-def test_the_wait_never_asks_epoll_for_a_millisecond_past_the_deadline(monkeypatch, timeout_s) -> None:
-    """epoll counts in milliseconds, Python rounds up: what it is asked rounds to the deadline or less."""
+def _swap_selector(r: Reactor) -> _Recorder:
+    rec = _Recorder()
+    for key in list(r.selector.get_map().values()):
+        rec.register(key.fileobj, key.events, key.data)
+    r.selector.close()
+    r.selector = rec
+    return rec
+
+
+def test_a_deadline_under_epolls_millisecond_wakes_the_loop_by_the_timerfd() -> None:
+    """epoll rounds its timeout up to a whole millisecond: the wait asks it for none and arms the timerfd."""
     r = Reactor()
-    r.selector = rec = _Recorder()
-    slept: list[float] = []
-    monkeypatch.setattr(time, "sleep", slept.append)
-    assert r.wait(timeout_s) == []
-    (asked,) = rec.timeouts
-    assert asked is not None
-    # As EpollSelector turns it into milliseconds: never past the deadline.
-    assert math.ceil(asked * 1e3) <= timeout_s * 1e3
-    if timeout_s >= 0.001:
-        assert asked > 0 and math.ceil(asked * 1e3) == math.floor(timeout_s * 1e3) and slept == []
-    else:
-        assert asked == 0 and slept == [timeout_s]  # under a millisecond: polled, then slept
+    rec = _swap_selector(r)
+    ready = r.wait(0.0003)
+    assert rec.timeouts == [None]  # never a rounded-up millisecond past the deadline
+    # What woke it is the deadline, and the loop's callback takes the expiry off the fd.
+    assert [k.data for k, _ in ready] == [r._deadline.expired]
+    for key, _ in ready:
+        key.data(now_us())
+    assert not r._deadline.armed and rec.select(0) == []
+    r.close()
+
+
+def test_input_wakes_the_loop_before_its_deadline() -> None:
+    r = Reactor()
+    a, b = socket.socketpair()
+    r.watch(a, lambda _now: None)
+    b.send(b"x")
+    ready = r.wait(30.0)
+    assert [k.fileobj for k, _ in ready] == [a]
+    assert r._deadline.armed  # still set for the deadline; the next wait re-arms it
+    r.wait(0)  # due now: epoll is only polled, and the deadline disarmed
+    assert not r._deadline.armed
+    a.close()
+    b.close()
+    r.close()
 
 
 def test_the_wait_for_input_without_a_deadline_blocks_until_input() -> None:
