@@ -112,9 +112,25 @@ def _pair(
     return ea, eb, cap, str(a_ip), str(b_ip)
 
 
+def _capture_past(cap, docs: dict) -> list:
+    """The capture once written out past every engine's dump, so a count between dumps misses nothing."""
+    last_dump = max(d["generated_at"] for d in docs.values())
+    return wait_until(
+        lambda: (snap := cap.snapshot()) and snap[-1].ts > last_dump and snap,
+        timeout=10,
+        what="the capture past the second dumps",
+    )
+
+
 def _judge(ea, eb, cap, a_ip: str, b_ip: str, *, stop=None) -> None:
     """A window of WINDOW_PACKETS from a, judged on the wire and by both engines' counters."""
-    before = {k: e.session(o) for k, e, o in (("a", ea, b_ip), ("b", eb, a_ip))}
+    ends = (("a", ea, b_ip), ("b", eb, a_ip))
+
+    def dump() -> tuple[dict, dict]:
+        docs = {k: e.stats() for k, e, _o in ends}
+        return {k: next(x for x in docs[k]["sessions"] if x["peer"] == o) for k, _e, o in ends}, docs
+
+    before, docs0 = dump()
     mark = cap.snapshot()[-1].ts
 
     def sent_since(t: float) -> int:
@@ -134,8 +150,9 @@ def _judge(ea, eb, cap, a_ip: str, b_ip: str, *, stop=None) -> None:
     # Judged below with the figures of what did happen, enough packets or not.
     with contextlib.suppress(WaitTimeout):
         wait_until(window_done, timeout=20, what=f"{WINDOW_PACKETS} packets from a on the wire")
-    after = {k: e.session(o) for k, e, o in (("a", ea, b_ip), ("b", eb, a_ip))}
-    pkts = [p for p in cap.snapshot() if p.ts > mark]
+    after, docs1 = dump()
+    everything = _capture_past(cap, docs1)
+    pkts = [p for p in everything if p.ts > mark]
     delta = {k: {f: after[k][f] - before[k][f] for f in COUNTS} for k in after}
     print(delta)
     for src, dst, k in ((a_ip, b_ip, "a"), (b_ip, a_ip, "b")):
@@ -148,8 +165,11 @@ def _judge(ea, eb, cap, a_ip: str, b_ip: str, *, stop=None) -> None:
         assert stats.max < 3 * INTERVAL_MS
         # Wire truth and the kernel's count agree: every periodic packet was kernel-sent.
         assert delta[k]["user_tx_packets"] == 0, f"engine {k} sent from userspace"
-        # (The counters are read a stats dump before and after the window: a few packets apart.)
-        assert abs(delta[k]["kernel_tx_packets"] - len(mine)) <= STATS_SLACK, (k, delta[k], len(mine))
+        # The wire between this engine's own two dumps (the capture's stamps and generated_at are
+        # both the wall clock): the other engine's dump and the capture's lag fall outside.
+        t0, t1 = docs0[k]["generated_at"], docs1[k]["generated_at"]
+        between = [p for p in flow(everything, src=src, dst=dst) if t0 < p.ts <= t1]
+        assert abs(delta[k]["kernel_tx_packets"] - len(between)) <= STATS_SLACK, (k, delta[k], len(between))
     for k in ("a", "b"):
         assert delta[k]["flaps"] == 0, f"engine {k} flapped"
     # The ticks carry it (the witness that moves): some of each side's packets nobody asked for.
@@ -323,13 +343,7 @@ def _judge_auth(ea, eb, cap, a_ip: str, b_ip: str, *, auth_type: int, body=None)
             what="the capture past the window",
         )
     after, stats = dump()
-    # The capture written out past both dumps, so the count between a dump pair misses nothing.
-    last_dump = max(d["generated_at"] for d in stats.values())
-    everything = wait_until(
-        lambda: (snap := cap.snapshot()) and snap[-1].ts > last_dump and snap,
-        timeout=10,
-        what="the capture past the second dumps",
-    )
+    everything = _capture_past(cap, stats)
     pkts = [p for p in everything if p.ts > mark]
     delta = {k: {f: after[k][f] - before[k][f] for f in COUNTS} for k in after}
     steady = {k: stats[k]["counters"]["auth_steady"] - counters0[k]["auth_steady"] for k in stats}
