@@ -68,7 +68,7 @@ static __always_inline int emit(__u32 type, __u32 slot, struct bfd_cfg *c, __u32
 	ev->epoch = epoch;
 	ev->now_ns = now;
 	ev->last_rx_ns = last_rx;
-	if (events.ringbuf_output(ev, sizeof(*ev), 0) == 0)
+	if (events.ringbuf_output(ev, sizeof(*ev), type == BFD_EV_EXPIRED ? BPF_RB_FORCE_WAKEUP : 0) == 0)
 		return 0;
 	count(BFD_C_EVENT_LOST);
 	return -1;

@@ -195,9 +195,7 @@ class FakeHost:
     def service(self, entry: Entry, now: int) -> None:
         s = entry.session
         for pkt in s.datagrams_to_send(now):
-            if entry.tx.send(pkt):
-                entry.user_tx_packets += 1
-                entry.user_tx_bytes += len(pkt)
+            entry.send(pkt)
         while (ev := s.next_event()) is not None:
             self._deliver(entry, ev)
         for observer in self.observers:

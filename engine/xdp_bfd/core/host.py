@@ -76,6 +76,14 @@ class Entry:
         # of the peer's timers true.
         self.session.remote_events = True
 
+    def send(self, data: bytes) -> bool:
+        """Send one datagram of the session's now, counted as user-sent; False if it did not leave."""
+        if not self.tx.send(data):
+            return False
+        self.user_tx_packets += 1
+        self.user_tx_bytes += len(data)
+        return True
+
 
 class SessionObserver(Protocol):
     """A plugin that mirrors every session somewhere else (the fast path's maps)."""

@@ -248,9 +248,12 @@ class Offload:
             # sweep noticed: the honest detection latency, however late we read it.
             entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
             entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
-            entry.session.detection_expired(now)
-            # The Down leaves first: on a CPU woken from idle the log line alone took longer than
-            # the send (docs/benchmarks.md, detection overshoot).
+            # The Down leaves first, before the machine's own work and the log line: on a CPU
+            # woken from idle each took longer than the send (docs/benchmarks.md, "Detection's clock").
+            ahead = entry.session.expiry_datagram()
+            if ahead is not None and not entry.send(ahead):
+                ahead = None
+            entry.session.detection_expired(now, sent=ahead)
             self.host.service(entry, now)
             log.info(
                 # The monotonic time of the last packet lets an operator line

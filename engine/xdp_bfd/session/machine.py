@@ -112,6 +112,8 @@ class Session:
         self._last_content: ControlPacket | None = None
         self._last_sent_demand = False
         self._transition_pending = False
+        # detection_expired(sent=...): the packet the host sent ahead of the machine.
+        self._sent_ahead: bytes | None = None
         self._outbox: list[bytes] = []
         self._events: deque[StateChanged | RemoteParamsChanged] = deque()
 
@@ -143,7 +145,7 @@ class Session:
         "_seq_known", "_state", "_transition_pending", "_tx_packets", "_up_since_us", "_xmit_seq",
         "demand_poll_us", "detection_external", "periodic_tx_external",
     )  # fmt: skip
-    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"_config", "_rng", "_outbox", "_events"})
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"_config", "_rng", "_outbox", "_events", "_sent_ahead"})
 
     def export(self) -> tuple[Any, ...]:
         """The session's state, as values in ``STATE_FIELDS`` order (plain data, picklable)."""
@@ -285,10 +287,42 @@ class Session:
             self._transition_pending = True
         self._settle(now_us)
 
-    def detection_expired(self, now_us: int) -> None:
-        """An external detector saw a Detection Time pass in silence: as the internal timer (§6.8.4)."""
-        self._expire_detection(now_us)
-        self._settle(now_us)
+    def detection_expired(self, now_us: int, *, sent: bytes | None = None) -> None:
+        """An external detector saw a Detection Time pass in silence: as the internal timer (§6.8.4).
+
+        ``sent``: what the host already sent for it (:meth:`expiry_datagram`); the
+        machine queues its own packet only if it differs.
+        """
+        self._sent_ahead = sent
+        try:
+            self._expire_detection(now_us)
+            self._settle(now_us)
+        finally:
+            self._sent_ahead = None
+
+    def expiry_datagram(self) -> bytes | None:
+        """The packet :meth:`detection_expired` would send now, for a host to send before the machine runs.
+
+        The Down that tells a peer its session is gone is the one packet whose
+        latency is the product's (detection overshoot), and on a CPU just woken
+        the machine's own work took longer than the send. None where it would
+        send nothing, or where the packet cannot be known ahead (a keyed
+        Sequence Number belongs to the packet that carries it).
+        """
+        cfg, auth = self._config, self._config.auth
+        if self._state not in (State.INIT, State.UP) or cfg.passive or (auth is not None and auth.keyed):
+            return None
+        # After the expiry: Down, the peer's discriminator forgotten, the slow rate (§6.8.3), no D.
+        down = replace(
+            self._content(),
+            state=State.DOWN,
+            your_discr=0,
+            diag=Diag.CONTROL_DETECTION_TIME_EXPIRED,
+            desired_min_tx_us=max(cfg.min_tx_us, SLOW_TX_US),
+            required_min_rx_us=cfg.min_rx_us,
+            demand=False,
+        )
+        return self._signed(down)
 
     def note_rx(self, now_us: int) -> None:
         """The kernel handled a packet for this session: it counts as received for §6.8.4 bookkeeping."""
@@ -717,7 +751,10 @@ class Session:
         # §6.5: never both P and F on one packet.
         poll = self._poll_active and not final
         auth = self._config.auth
-        self._outbox.append(self._signed(replace(content, poll=poll, final=final)))
+        data = self._signed(replace(content, poll=poll, final=final))
+        if data != self._sent_ahead:
+            self._outbox.append(data)
+        self._sent_ahead = None
         self._tx_packets += 1
         if auth is not None and auth.keyed:
             # §6.7.3: required per packet for meticulous, allowed for plain keyed.

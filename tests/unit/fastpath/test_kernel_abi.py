@@ -395,7 +395,9 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     writes: list[dict] = []
     session = make()
     bring_up(session, 0)
-    entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=0, offloaded=True, epoch=1)
+    sent: list[bytes] = []
+    wire = SimpleNamespace(sport=49152, dport=3784, send=lambda data: sent.append(data) is None)
+    entry = Entry(session, wire, "cli", slot=0, offloaded=True, epoch=1)
     host = _Host()
     host.sessions[session.local_discr] = entry
     handlers: dict = {}
@@ -418,6 +420,15 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     handlers[7](ev)
     assert entry.last_detection_us == 50_000 and session.state == control.State.DOWN
     assert host.serviced[-1] is entry
+    # The Down went out through the host before the machine ran, and the machine sent it only once.
+    (down,) = [control.decode_control(x) for x in sent]
+    assert (down.state, down.diag, down.your_discr) == (
+        control.State.DOWN,
+        control.Diag.CONTROL_DETECTION_TIME_EXPIRED,
+        0,
+    )
+    assert session.datagrams_to_send(0) == []
+    assert entry.user_tx_packets == 1
 
 
 def test_bcc_is_imported_only_to_compile() -> None:
@@ -442,7 +453,9 @@ def _auth_session(auth: AuthConfig) -> tuple[Any, Entry, Offload, list[dict], in
     """An authenticated session brought Up by signed packets, as the engine hands them on."""
     writes: list[dict] = []
     session = make(auth=auth)
-    entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=0, offloaded=True, epoch=1)
+    sent: list[bytes] = []
+    wire = SimpleNamespace(sport=49152, dport=3784, send=lambda data: sent.append(data) is None)
+    entry = Entry(session, wire, "cli", slot=0, offloaded=True, epoch=1)
     host = _Host()
     host.sessions[session.local_discr] = entry
     off = Offload(host, _fast_path(load_abi(), writes))

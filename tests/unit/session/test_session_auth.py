@@ -188,6 +188,27 @@ def test_an_external_detector_keeps_the_sequence_known_for_the_kernel() -> None:
     assert t.rcv_auth_seq is None
 
 
+@pytest.mark.parametrize("auth_type", KEYED + METICULOUS)
+def test_a_keyed_session_has_no_down_to_send_ahead(auth_type: AuthType) -> None:
+    # Its Sequence Number belongs to the packet that carries it: the machine sends the Down itself.
+    auth = key(auth_type)
+    s = make(0, auth=auth)
+    feed(s, auth, 10, 1_000)
+    assert s.state == State.INIT
+    assert s.expiry_datagram() is None
+
+
+def test_a_password_session_sends_its_down_ahead_exactly() -> None:
+    auth = AuthConfig(AuthType.SIMPLE, key_id=9, secret=b"pw")
+    s = make(0, auth=auth)
+    feed(s, auth, None, 1_000)
+    s.datagrams_to_send(1_000)
+    ahead = s.expiry_datagram()
+    s.detection_expired(2_000)
+    assert s.datagrams_to_send(2_000)[:1] == [ahead]
+    assert decode_control(ahead).auth is not None
+
+
 def test_forged_packet_does_not_move_the_window() -> None:
     auth = key(AuthType.METICULOUS_KEYED_SHA1)
     s = make(0, auth=auth)

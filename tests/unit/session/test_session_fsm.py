@@ -182,6 +182,31 @@ def test_up_down_counters() -> None:
     assert s.rx_packets >= 4
 
 
+def test_a_down_sent_ahead_of_the_machine_is_not_sent_twice() -> None:
+    s, now = session_in(U)
+    sent(s, now)
+    ahead = s.expiry_datagram()
+    assert ahead is not None
+    s.detection_expired(now + 1, sent=ahead)
+    assert s.state == D and s.local_diag == DET
+    # The host sent it: the machine queues nothing more at the transition.
+    assert s.datagrams_to_send(now + 1) == []
+
+
+def test_a_wrong_guess_sent_ahead_still_lets_the_machine_send_its_own_down() -> None:
+    s, now = session_in(U)
+    sent(s, now)
+    ahead = s.expiry_datagram()
+    s.detection_expired(now + 1, sent=b"not the down")
+    assert s.datagrams_to_send(now + 1) == [ahead]
+
+
+def test_only_an_init_or_up_session_has_a_down_to_send_ahead() -> None:
+    for state in (D, AD):
+        s, _ = session_in(state)
+        assert s.expiry_datagram() is None
+
+
 def test_received_diag_is_recorded() -> None:
     s, now = session_in(U)
     deliver(s, packet(D, diag=Diag.PATH_DOWN), now)

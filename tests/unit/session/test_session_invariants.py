@@ -100,10 +100,18 @@ def test_random_walk_keeps_invariants(passive: bool, walk: list[tuple[str, objec
         elif kind == "poll":
             s.start_poll(now)
         elif kind == "detect":
+            # What a host sends ahead of the machine is exactly the machine's own Down.
+            ahead = s.expiry_datagram()
+            expiring = s.state in (State.INIT, State.UP) and not s.config.passive
+            assert (ahead is not None) == expiring
             s.detection_expired(now)
+            sent = s.datagrams_to_send(now)
+            assert ahead is None or sent[:1] == [ahead]
+            check_sent(s, sent)
         else:
             s.admin_down(now)
-        check_sent(s, s.datagrams_to_send(now))
+        if kind != "detect":
+            check_sent(s, s.datagrams_to_send(now))
         after = s.get_timer()
         assert after is None or after > now
         assert s.tx_interval_us >= 1
