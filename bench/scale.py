@@ -52,7 +52,7 @@ from harness.wait import wait_until
 
 DEFAULT_LADDER = "1@10,64@10,1024@10,4096@100"
 CPU_TARGET_PCT = 2.0
-PROG_TYPE_SCHED_CLS, PROG_TYPE_XDP, PROG_TYPE_PERF_EVENT = 3, 6, 7
+PROG_TYPE_SCHED_CLS, PROG_TYPE_XDP, PROG_TYPE_PERF_EVENT, PROG_TYPE_RAW_TRACEPOINT = 3, 6, 7, 17
 METRICS_PORT = 9464
 
 
@@ -150,8 +150,13 @@ def sessions_file(path: Path, n: int, interval_ms: int) -> None:
 
 def prog_times(pid: int) -> dict[str, int]:
     out = {"xdp_cnt": 0, "xdp_ns": 0, "sweep_cnt": 0, "sweep_ns": 0, "tick_cnt": 0, "tick_ns": 0}
-    # The sweep's kind includes the tick watch (also a perf event); "tick" is the clock's program.
-    kinds = {PROG_TYPE_XDP: "xdp", PROG_TYPE_PERF_EVENT: "sweep", PROG_TYPE_SCHED_CLS: "tick"}
+    # The sweep's kind: its tick (a perf event) and its chain with the tick watch (raw tracepoint programs).
+    kinds = {
+        PROG_TYPE_XDP: "xdp",
+        PROG_TYPE_PERF_EVENT: "sweep",
+        PROG_TYPE_RAW_TRACEPOINT: "sweep",
+        PROG_TYPE_SCHED_CLS: "tick",
+    }
     for prog in benchlib.bpf_prog_stats(pid):
         kind = kinds.get(prog.get("prog_type", -1))
         if kind:

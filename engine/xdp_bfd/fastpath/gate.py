@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-# The sweep's tick on every CPU; the gate sets how often a tick actually
-# sweeps (sweep_ns): a short period for few sessions, where detection
-# overshoot is what an operator sees, growing with the table so that the sweep
-# costs at most about 1 % of a core.
+# The sweep's timer on every CPU. A walk runs when the earliest expiry it
+# foresaw is due, and at least every sweep_ns for what it could not foresee (a
+# session heard for the first time): short for few sessions, growing with the
+# table so that those walks cost at most about 1 % of a core (sweep.c; the
+# header's comment on sweep_ns predates this and stays, as the layout id hashes it).
 SWEEP_TICK_NS = 500_000
 SWEEP_MIN_NS = SWEEP_TICK_NS
 SWEEP_MAX_NS = 5_000_000

@@ -12,13 +12,14 @@ import ctypes
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 
 from .abi import Abi
 from .errors import KernelError
 from .gate import SWEEP_TICK_NS
 from .layout import PinPaths, layout_cflags
-from .sysinfo import driver_of
+from .sysinfo import driver_of, online_cpus
 
 log = logging.getLogger("xdp_bfd")
 
@@ -26,6 +27,8 @@ XDP_FLAGS_SKB_MODE = 2  # generic
 XDP_FLAGS_DRV_MODE = 4  # native
 # --spread-pass: frames queued per CPU before the cpumap drops (the kernel's samples use 2048).
 SPREAD_QSIZE = 2048
+# Every hrtimer expiry passes it, on every CPU, idle or not (sweep.c).
+SWEEP_TRACEPOINT = b"hrtimer_expire_entry"
 
 
 @dataclass
@@ -54,17 +57,18 @@ class Program:
             self.bpf = bcc.BPF(text=text, cflags=cflags)
             self.xdp_fn = self.bpf.load_func(b"xdp_bfd_rx", bcc.BPF.XDP)
             # Loaded (and so verified) now: a successor must fail before it asks anyone to leave.
-            self.sweep_fn = self.bpf.load_func(b"bfd_sweep", bcc.BPF.PERF_EVENT)
+            self.sweep_fn = self.bpf.load_func(b"bfd_sweep", bcc.BPF.RAW_TRACEPOINT)
             self.sweep_fns = [
-                self.bpf.load_func(f"bfd_sweep_{i}".encode(), bcc.BPF.PERF_EVENT) for i in range(nsweeps)
+                self.bpf.load_func(f"bfd_sweep_{i}".encode(), bcc.BPF.RAW_TRACEPOINT) for i in range(nsweeps)
             ]
+            self.sweep_clock_fn = self.bpf.load_func(b"bfd_sweep_clock", bcc.BPF.PERF_EVENT)
             # The transmit clock's program (tick.c), attached to its loop by fastpath.loop.
             self.tick_fn = self.bpf.load_func(b"bfd_tick", bcc.BPF.SCHED_CLS)
             chain = self.bpf["sweep_chain"]
             for i, fn in enumerate(self.sweep_fns):
                 chain[ctypes.c_int(i)] = ctypes.c_int(fn.fd)
             self.watch_fns = [
-                self.bpf.load_func(f"bfd_tick_watch_{i}".encode(), bcc.BPF.PERF_EVENT)
+                self.bpf.load_func(f"bfd_tick_watch_{i}".encode(), bcc.BPF.RAW_TRACEPOINT)
                 for i in range(abi.tick_watch_programs(max_sessions))
             ]
             chain = self.bpf["tick_watch_chain"]
@@ -136,16 +140,39 @@ class Program:
             raise KernelError(f"cannot fill the cpumap: {e}") from None
 
     def start_sweep(self) -> None:
+        """The sweep on every hrtimer expiry, and a 0.5 ms timer on every CPU, phases spread over the period.
+
+        The timer is a cpu-clock perf event that excludes idle: its own program
+        does not run on an idle CPU (sweep.c), but its timer does fire there,
+        and every expiry passes the tracepoint the sweep hangs on. A cpu-clock
+        timer keeps the phase it started with, so started one after another
+        the CPUs tick close together; spread, a silent peer waits for the next
+        tick up to a period divided by the CPUs, at no extra cost.
+        """
+        from bcc.perf import Perf  # noqa: PLC0415  (bcc is only needed with --kernel-tx)
+
+        cpus = online_cpus()
+        key = (self._bcc.PerfType.SOFTWARE, self._bcc.PerfSWConfig.CPU_CLOCK)
+        fds: dict[int, int] = {}
+        start = time.monotonic_ns()
         try:
-            self.bpf.attach_perf_event(
-                ev_type=self._bcc.PerfType.SOFTWARE,
-                ev_config=self._bcc.PerfSWConfig.CPU_CLOCK,
-                fn_name=b"bfd_sweep",
-                sample_period=SWEEP_TICK_NS,
-                cpu=-1,
-            )
+            self.bpf.attach_raw_tracepoint(tp=SWEEP_TRACEPOINT, fn_name=b"bfd_sweep")
+            for i, cpu in enumerate(cpus):
+                wait_ns = start + i * SWEEP_TICK_NS // len(cpus) - time.monotonic_ns()
+                if wait_ns > 0:
+                    time.sleep(wait_ns / 1e9)
+                attr = Perf.perf_event_attr()
+                attr.type, attr.config = key
+                attr.sample_period = SWEEP_TICK_NS
+                attr.exclude_idle = 1
+                self.bpf.attach_perf_event_raw(attr=attr, fn_name=b"bfd_sweep_clock", cpu=cpu)
+                # bcc keeps one CPU's fds per (type, config): gather them so close() detaches all.
+                fds |= self.bpf.open_perf_events[key]
         except Exception as e:
             raise KernelError(f"cannot start the detection sweep: {e}") from None
+        finally:
+            if fds:
+                self.bpf.open_perf_events[key] = fds
 
     def close(self) -> None:
         for att in self.attached:
