@@ -420,7 +420,7 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     handlers[7](ev)
     assert entry.last_detection_us == 50_000 and session.state == control.State.DOWN
     assert host.serviced[-1] is entry
-    # The Down went out through the host before the machine ran, and the machine sent it only once.
+    # The Down went out (Entry.send) before the machine ran, and the machine did not send it again.
     (down,) = [control.decode_control(x) for x in sent]
     assert (down.state, down.diag, down.your_discr) == (
         control.State.DOWN,
