@@ -183,6 +183,9 @@ def read_pcap(path: Path) -> list[WirePacket]:
     out, off = [], 24
     while off + 16 <= len(data):
         sec, frac, incl, _orig = struct.unpack_from(endian + "IIII", data, off)
+        if off + 16 + incl > len(data):
+            # tcpdump is still writing this record: a snapshot taken now would read it cut short.
+            break
         off += 16
         pkt = _decode_frame(sec + frac * scale, data[off : off + incl])
         off += incl

@@ -62,6 +62,18 @@ def test_bad_udp_checksum_is_seen(tmp_path):
     assert pkts[0].udp_csum_ok is False
 
 
+def test_a_record_still_being_written_is_not_read(tmp_path):
+    """A snapshot taken while tcpdump writes sees the last record cut short; it must not be read
+    as a short packet (a keyed-MD5 packet without its digest looked unsigned)."""
+    f = Ether() / IP(src="198.19.1.1", dst="198.19.1.2") / UDP(sport=49152, dport=3784)
+    path = _write(tmp_path, [(1.0, f / Raw(bfd_control(state="down"))), (2.0, f / Raw(bfd_control(state="up")))])
+    whole = path.read_bytes()
+    assert [p.state for p in read_pcap(path)] == ["down", "up"]
+    for cut in (1, 10, 30):
+        path.write_bytes(whole[:-cut])
+        assert [p.state for p in read_pcap(path)] == ["down"], cut
+
+
 def test_malformed_lengths_decode_leniently():
     raw = bfd_control(version=7, length=200, auth=auth_simple(1, b"pw"), flags="A")
     assert raw[0] >> 5 == 7 and raw[3] == 200 and len(raw) == 24 + 5
