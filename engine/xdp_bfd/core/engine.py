@@ -295,16 +295,16 @@ class Engine:
         return counts
 
     def _state_changed(self, entry: Entry, ev: StateChanged) -> None:
-        c = entry.session.config
+        # The controller hears of the change before the log does.
+        for listener in self.state_listeners:
+            listener(entry, ev)
         log.info(
             "session: %s %s -> %s (diag %s)",
-            c.describe(),
+            entry.session.config.describe(),
             STATE_NAMES[ev.old],
             STATE_NAMES[ev.new],
             DIAG_NAMES.get(ev.diag, str(int(ev.diag))),
         )
-        for listener in self.state_listeners:
-            listener(entry, ev)
 
     # -- input -----------------------------------------------------------------
 
