@@ -1003,7 +1003,52 @@ def scale_md(doc: dict[str, Any]) -> list[str]:
                     f"{_f(pe.get('flaps'))} / {_f(pe.get('flaps_after_silence'))}",
                 ]
             )
-    return [*_part_stopped(doc, "scale"), *_table(SCALE_HEAD, rows)]
+    return [*_part_stopped(doc, "scale"), *_table(SCALE_HEAD, rows), *silence_md(sc)]
+
+
+SILENCE_HEAD = [
+    "sessions",
+    "timers ms",
+    "expiries the kernel reported",
+    "kernel-measured silence ms median / max",
+    "still Up at the end",
+    "wire: Downs / sessions seen Up",
+    "wire: Down past detection ms p50 / max",
+    "wire: Downs without a silence",
+    "engine CPU µs per expiry",
+]
+
+
+def silence_md(sc: dict[str, Any]) -> list[str]:
+    """Every peer silent at once (scale.py's silence check), where the profile ran it."""
+    rows = []
+    for r in sc.get("rungs", []):
+        si = r.get("silence")
+        if not si:
+            continue
+        det, wire = si.get("detection_ms") or {}, si.get("wire") or {}
+        over = wire.get("overshoot_ms") or {}
+        rows.append(
+            [
+                r["sessions"],
+                f"3x{r['interval_ms']}",
+                f"{_f(si.get('detections_reported'))}/{r['sessions']}",
+                f"{_f(det.get('median'))} / {_f(det.get('max'))}",
+                _f(si.get("still_up_at_end")),
+                f"{_f(wire.get('downs_seen'))} / {_f(wire.get('up_seen'))}",
+                f"{_f(over.get('p50'))} / {_f(over.get('max'))}",
+                _f(wire.get("early")),
+                _f(si.get("engine_cpu_us_per_expiry")),
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "Every peer silent at once (the peer exits; docs/benchmarks.md, scale.py):",
+        "",
+        *_table(SILENCE_HEAD, rows),
+    ]
 
 
 TAKEOVER_HEAD = [

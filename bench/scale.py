@@ -45,6 +45,7 @@ import synth_peer
 from benchlib import REPO
 from ladder import ENGINE_RESERVATION, UNIT_PREFIX
 
+from harness.capture import Capture
 from harness.engine import EngineProcess
 from harness.frr import Frr
 from harness.netns import PREFIX, Namespace, Topology, attach_xdp_pass, entered
@@ -394,7 +395,7 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
                 f"(kernel.bpf_stats_enabled now {benchlib.sysctl_get('kernel.bpf_stats_enabled')})"
             )
         if args.silence_check:
-            out["silence"] = silence_check(eng, peer, n, interval_ms)
+            out["silence"] = silence_check(eng, peer, n, interval_ms, ns=p, work=work)
     finally:
         if eng is not None:
             t_stop = time.monotonic()
@@ -440,17 +441,112 @@ def peer_window(ps0: dict[str, Any], ps1: dict[str, Any], lines: list[dict[str, 
     }
 
 
-def silence_check(eng: EngineProcess, peer: PeerProcess, n: int, interval_ms: int) -> dict[str, Any]:
+def wire_downs(packets: list[Any], detect_ms: float) -> dict[str, Any]:
+    """Each session's Down on the wire against the silence it answers (both in one capture).
+
+    Per peer address: our first Down with diag 1 after an Up of ours (the transition), and the
+    silence it answers: the last gap of at least the detection time in the peer's frames before
+    it (the Down's own time closing the last gap). ``overshoot_ms`` is the Down's lateness past
+    the detection time from that silence's start, by the kernel's stamps: what the whole engine
+    took, kernel sweep and userspace. Counted beside it: ``paused``, the peer's frames came back
+    before our Down (it stalled, then fell silent; the Down answers the stall); ``resumed``, they
+    came back after it; ``early``, no such gap on the wire at all (a frame this capture saw that
+    our XDP did not count: a false Down, or one lost between the two). ``span_ms`` is how long
+    the Downs kept leaving after the first.
+    """
+    by_peer: dict[str, list[Any]] = {}
+    for pk in packets:
+        if pk.dst == synth_peer.ENGINE_IP:
+            by_peer.setdefault(pk.src, []).append(pk)
+        elif pk.src == synth_peer.ENGINE_IP:
+            by_peer.setdefault(pk.dst, []).append(pk)
+    over: list[float] = []
+    downs: list[float] = []
+    paused = resumed = early = 0
+    for pkts in by_peer.values():
+        heard: list[float] = []
+        was_up = False
+        for pk in pkts:  # in capture order
+            if pk.dst == synth_peer.ENGINE_IP:
+                heard.append(pk.ts)
+            elif pk.state == "up":
+                was_up = True
+            elif was_up and pk.state == "down" and pk.diag == 1 and heard:
+                ends = [*heard[1:], pk.ts]
+                gaps = [t for t, e in zip(heard, ends, strict=True) if (e - t) * 1e3 >= detect_ms]
+                start = gaps[-1] if gaps else heard[-1]
+                paused += bool(gaps) and start != heard[-1]
+                early += not gaps
+                over.append((pk.ts - start) * 1e3 - detect_ms)
+                downs.append(pk.ts)
+                resumed += any(q.dst == synth_peer.ENGINE_IP and q.ts > pk.ts for q in pkts)
+                break
+    over.sort()
+    return {
+        "peers_seen": len(by_peer),
+        # The check's premise, per session: we were saying Up when the peer fell silent. A session
+        # a stall had already taken Down (or whose Ups tcpdump missed) has no witness here.
+        "up_seen": sum(
+            any(pk.src == synth_peer.ENGINE_IP and pk.state == "up" for pk in pkts)
+            for pkts in by_peer.values()
+        ),
+        "downs_seen": len(over),
+        "paused": paused,
+        "resumed": resumed,
+        "early": early,
+        "overshoot_ms": {
+            "p50": round(over[len(over) // 2], 2),
+            "p99": round(over[min(len(over) - 1, int(len(over) * 0.99))], 2),
+            "max": round(over[-1], 2),
+        }
+        if over
+        else None,
+        "span_ms": round((max(downs) - min(downs)) * 1e3, 1) if downs else None,
+    }
+
+
+def silence_check(
+    eng: EngineProcess, peer: PeerProcess, n: int, interval_ms: int, *, ns: Namespace, work: Path
+) -> dict[str, Any]:
     """Every peer falls silent at once (the peer process exits, no AdminDown): a link failure.
 
-    The kernel sweep must report every session's expiry; the figure is how long
-    until the engine has no session Up, and how many are still Up when the
-    bounded wait ends (a session the engine never declares Down is a route
-    never withdrawn).
+    The kernel sweep must report every session's expiry; the figures are each
+    session's Down on the wire (a capture on the peer's side: the peer's last
+    frame and our Down with diag 1, see :func:`wire_downs`), how long until the
+    engine has no session Up, and how many are still Up when the bounded wait
+    ends (a session the engine never declares Down is a route never withdrawn).
+    The Up count comes from stats dumps, which are paced over many loop
+    iterations at scale: it is a coarse clock, the wire is the fine one.
     """
     detect_s = 3 * interval_ms / 1000
-    peer.stop()
-    t0 = time.monotonic()
+    # Headers and the BFD fields up to Your Discriminator are all the witness reads.
+    cap = Capture(
+        ns, "veth-p", work / f"silence-{n}-{interval_ms}ms-{time.monotonic_ns()}.pcap", "udp and port 3784"
+    )
+    cap.start()
+    try:
+        # Every session's last frame must be in the capture: a few intervals of them first.
+        time.sleep(max(0.2, 5 * interval_ms / 1000))
+        cpu0 = benchlib.proc_cpu(eng.pid)
+        peer.stop()
+        t0 = time.monotonic()
+        # The expiries' own cost, before any stats request adds its own: the engine's CPU while
+        # it handles them, given 0.5 ms of wall time a session (several times what they took).
+        time.sleep(detect_s + 0.5 + n / 2000)
+        cpu_s = benchlib.proc_cpu(eng.pid)["sched_s"] - cpu0["sched_s"]
+        out = _silence_samples(eng, n, t0, detect_s)
+        out["engine_cpu_s"] = round(cpu_s, 4)
+        reported = out["detections_reported"]
+        out["engine_cpu_us_per_expiry"] = round(cpu_s * 1e6 / reported, 1) if reported else None
+        # The last Downs' frames reach tcpdump's file a moment after the engine counted them.
+        time.sleep(0.5)
+    finally:
+        packets = cap.stop()
+    out["wire"] = wire_downs(packets, detect_s * 1e3)
+    return out
+
+
+def _silence_samples(eng: EngineProcess, n: int, t0: float, detect_s: float) -> dict[str, Any]:
     deadline = t0 + detect_s + 10
     samples = []
     st: dict[str, Any] = {}
@@ -731,6 +827,12 @@ def main() -> int:
                 (r.get("udp_errors_bringup") or {}).get("RcvbufErrors"),
                 si.get("all_down_after_s"),
                 si.get("still_up_at_end"),
+                f"{wire.get('downs_seen')}/{wire.get('up_seen')}/{r['sessions']}"
+                if (wire := si.get("wire"))
+                else None,
+                (wire.get("overshoot_ms") or {}).get("p50") if wire else None,
+                (wire.get("overshoot_ms") or {}).get("max") if wire else None,
+                si.get("engine_cpu_us_per_expiry"),
             ]
         )
     if doc["bfdd_rungs"]:
@@ -757,6 +859,10 @@ def main() -> int:
                 "rcvbuf drops",
                 "all down s",
                 "still Up",
+                "wire Downs/Up/all",
+                "wire overshoot p50 ms",
+                "max ms",
+                "engine cpu us/expiry",
             ],
             rows,
         )

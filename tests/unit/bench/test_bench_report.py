@@ -269,6 +269,30 @@ def test_a_scale_row_shows_the_bring_up_beside_the_peers_own_silences() -> None:
     assert "| 3 / 2; 0 / 0 |" in row
 
 
+def test_the_mass_silence_is_shown_where_the_profile_ran_it() -> None:
+    doc = run_doc()
+    assert not any("Every peer silent" in r for r in report.scale_md(doc))
+    doc["scale"]["rungs"][1]["silence"] = {
+        "detections_reported": 1024,
+        "detection_ms": {"min": 30.0, "median": 31.0, "max": 32.1},
+        "still_up_at_end": 0,
+        "wire": {
+            "up_seen": 1024,
+            "downs_seen": 1020,
+            "early": 0,
+            "overshoot_ms": {"p50": 70.0, "max": 138.0},
+        },
+        "engine_cpu_us_per_expiry": 228.8,
+    }
+    lines = report.scale_md(doc)
+    assert any("Every peer silent" in r for r in lines)
+    row = lines[-1]
+    assert (
+        row.startswith("| 1024 | 3x")
+        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | 228.8 |" in row
+    )
+
+
 def test_an_unmeasured_xdp_share_is_an_error_not_a_zero() -> None:
     doc = run_doc()
     st = doc["scale"]["rungs"][1]["steady"]

@@ -66,7 +66,9 @@ def test_a_record_still_being_written_is_not_read(tmp_path):
     """A snapshot taken while tcpdump writes sees the last record cut short; it must not be read
     as a short packet (a keyed-MD5 packet without its digest looked unsigned)."""
     f = Ether() / IP(src="198.19.1.1", dst="198.19.1.2") / UDP(sport=49152, dport=3784)
-    path = _write(tmp_path, [(1.0, f / Raw(bfd_control(state="down"))), (2.0, f / Raw(bfd_control(state="up")))])
+    path = _write(
+        tmp_path, [(1.0, f / Raw(bfd_control(state="down"))), (2.0, f / Raw(bfd_control(state="up")))]
+    )
     whole = path.read_bytes()
     assert [p.state for p in read_pcap(path)] == ["down", "up"]
     for cut in (1, 10, 30):

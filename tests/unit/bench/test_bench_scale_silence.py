@@ -1,0 +1,61 @@
+"""bench/scale.py's wire witness of a mass failure: each session's Down against the silence before it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "bench"))
+
+import scale  # noqa: E402
+
+from harness.capture import WirePacket  # noqa: E402
+from harness.inject import bfd_control  # noqa: E402
+
+US = scale.synth_peer.ENGINE_IP
+
+
+def _pk(ts: float, src: str, dst: str, state: str, diag: int = 0) -> WirePacket:
+    return WirePacket(ts, src, dst, 49152, 3784, 255, True, bfd_control(state=state, diag=diag))
+
+
+def test_each_down_is_judged_against_the_peers_last_frame_before_it():
+    a, b, c, d, e = (f"198.19.33.{i}" for i in range(1, 6))
+    pkts = [
+        # a: Up both ways, silent after 1.000, our Down 31 ms later (1 ms past a 30 ms detection time).
+        _pk(0.990, a, US, "up"),
+        _pk(0.991, US, a, "up"),
+        _pk(1.000, a, US, "up"),
+        _pk(1.031, US, a, "down", 1),
+        _pk(2.031, US, a, "down", 1),  # the next slow-rate Down is not a second transition
+        # b: paused 40 ms, our Down 5 ms past detection, then its frames came back.
+        _pk(1.000, US, b, "up"),
+        _pk(1.010, b, US, "up"),
+        _pk(1.045, US, b, "down", 1),
+        _pk(1.050, b, US, "up"),
+        # c: already Down when the capture began (no Up of ours): no witness, not counted.
+        _pk(1.000, c, US, "up"),
+        _pk(1.100, US, c, "down", 1),
+        # d: paused 40 ms, one frame came back, our Down 1 ms later answers the pause (11 ms late).
+        _pk(0.999, US, d, "up"),
+        _pk(1.000, d, US, "up"),
+        _pk(1.040, d, US, "up"),
+        _pk(1.041, US, d, "down", 1),
+        # e: our Down only 10 ms after the peer's frame, no silence on the wire: early, -20 ms.
+        _pk(0.999, US, e, "up"),
+        _pk(1.000, e, US, "up"),
+        _pk(1.010, e, US, "up"),
+        _pk(1.020, US, e, "down", 1),
+    ]
+    w = scale.wire_downs(sorted(pkts, key=lambda p: p.ts), 30.0)
+    assert (w["peers_seen"], w["up_seen"], w["downs_seen"]) == (5, 4, 4)
+    assert (w["paused"], w["resumed"], w["early"]) == (1, 1, 1)
+    # Sorted overshoots: -20 (e), 1 (a), 5 (b), 11 (d).
+    assert (w["overshoot_ms"]["p50"], w["overshoot_ms"]["max"]) == (5.0, 11.0)
+    assert w["span_ms"] == 25.0
+
+
+def test_no_down_is_no_figure():
+    w = scale.wire_downs([_pk(1.0, "198.19.33.1", US, "up"), _pk(1.001, US, "198.19.33.1", "up")], 30.0)
+    assert (w["up_seen"], w["downs_seen"], w["overshoot_ms"], w["span_ms"]) == (1, 0, None, None)
