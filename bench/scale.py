@@ -511,15 +511,14 @@ def silence_check(
     """Every peer falls silent at once (the peer process exits, no AdminDown): a link failure.
 
     The kernel sweep must report every session's expiry; the figures are each
-    session's Down on the wire (a capture on the peer's side: the peer's last
-    frame and our Down with diag 1, see :func:`wire_downs`), how long until the
+    session's Down on the wire (a capture on the peer's side: our Down with diag 1
+    against the silence it answers, see :func:`wire_downs`), how long until the
     engine has no session Up, and how many are still Up when the bounded wait
     ends (a session the engine never declares Down is a route never withdrawn).
     The Up count comes from stats dumps, which are paced over many loop
     iterations at scale: it is a coarse clock, the wire is the fine one.
     """
     detect_s = 3 * interval_ms / 1000
-    # Headers and the BFD fields up to Your Discriminator are all the witness reads.
     cap = Capture(
         ns, "veth-p", work / f"silence-{n}-{interval_ms}ms-{time.monotonic_ns()}.pcap", "udp and port 3784"
     )
