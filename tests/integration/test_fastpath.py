@@ -54,9 +54,10 @@ class FastPair:
 
         def active() -> dict | None:
             s = self.engine.session(self.peer)
-            return s if s["state"] == "up" and s["kernel_tx_active"] else None
+            # Our Poll at Up (the fast rate) sends its first P from userspace: wait for its end.
+            return s if s["state"] == "up" and s["kernel_tx_active"] and not s["poll_active"] else None
 
-        return wait_until(active, timeout=timeout, what="kernel TX active on the session")
+        return wait_until(active, timeout=timeout, what="kernel TX active on the session, our Poll over")
 
     def frr_counters(self) -> dict:
         return next(c for c in self.frr.counters() if c["peer"] == self.local)

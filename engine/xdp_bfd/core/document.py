@@ -119,6 +119,7 @@ class StatsDocument:
             "diag": DIAG_NAMES.get(s.local_diag, str(int(s.local_diag))),
             "tx_interval_us": s.tx_interval_us,
             "detect_time_us": s.detect_time_us,
+            "poll_active": s.poll_active,
             "rx_packets": s.rx_packets,
             "kernel_tx_packets": 0,
             "user_tx_packets": entry.user_tx_packets,

@@ -159,7 +159,7 @@ class Clock:
                 self._stop(slot, t, hold=True)
             return
         period_ns = s.tx_interval_us * 1000
-        pkt = s.template(poll=s.poll_active)
+        pkt = s.template(poll=s.poll_announced)
         lengths = self.lengths(s.config.detect_mult)
         if not t.running:
             self._expire_holds()

@@ -206,9 +206,12 @@ class Offload:
             }
         # The kernel answers only while Up and fills Your Discriminator from the
         # peer's packet (so the reply stays right across a peer restart). During our
-        # own Poll every periodic packet carries P (§6.5); the peer's Final is not
-        # steady, so it reaches the session, which ends the Poll and this P with it.
-        reply = encode_control(replace(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_active))
+        # own Poll every periodic packet carries P (§6.5), once the session's own first
+        # P has gone out (Session.poll_announced); the peer's Final is not steady, so
+        # it reaches the session, which ends the Poll and this P with it.
+        reply = encode_control(
+            replace(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_announced)
+        )
         expect = steady_template(entry.last_rx_raw, self.control_len)
         kcfg = {
             "flags": int(flags),

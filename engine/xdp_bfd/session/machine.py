@@ -417,6 +417,17 @@ class Session:
         return self._poll_active
 
     @property
+    def poll_announced(self) -> bool:
+        """Our Poll is open and its first P has gone out (from here: a Final can end it, §6.5).
+
+        The kernel's packets carry P only from then on. Carried at once, a P of the kernel's could
+        go before ours, and the peer's Final to it would reach a session that must ignore it: the
+        peer's later Finals repeat those bytes, and XDP holds such repeats back (pass_repeat). The
+        Poll then ran until the hold expired (seen: 85 ms, and one more packet from userspace).
+        """
+        return self._poll_active and self._poll_first_tx_us is not None
+
+    @property
     def both_up(self) -> bool:
         """Up, and the peer's packets say Up too: what the fast rate, Demand mode and echo wait for."""
         return self._state == State.UP and self._remote_state == State.UP

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.sessions import bring_up, deliver, make, packet
+from harness.sessions import bring_up, deliver, make, packet, run_until, sent
 from xdp_bfd.core.host import Entry
 from xdp_bfd.fastpath.abi import load as load_abi
 from xdp_bfd.fastpath.clock import JITTER_HIGH, JITTER_HIGH_MULT1, JITTER_LOW, SHARE_HOLD_NS, Clock
@@ -105,6 +105,31 @@ def _up(entry: Entry, **peer: Any) -> None:
     peer.setdefault("desired_min_tx_us", 10_000)
     peer.setdefault("required_min_rx_us", 10_000)
     bring_up(entry.session, 0, **peer)
+
+
+def test_the_clocks_packet_carries_our_poll_only_once_the_session_sent_its_first_p() -> None:
+    clock, _loop, cfg = _clock()
+    e = _entry()
+    clock.added(e)
+    _up(e)
+    s = e.session
+    deliver(
+        s, packet(control.State.UP, final=True, desired_min_tx_us=10_000, required_min_rx_us=10_000), 2_000
+    )
+    deliver(s, packet(control.State.UP, desired_min_tx_us=10_000, required_min_rx_us=10_000), 3_000)
+    sent(s, 3_000)
+    assert not s.poll_active
+    clock.serviced(e)
+    s.set_config(replace(s.config, min_tx_us=20_000), 4_000)
+    assert s.poll_active and not s.poll_announced
+    clock.serviced(e)
+    # The peer's Final to a P of the clock's would reach a session that must ignore it.
+    assert not control.decode_control(bytes(cfg.data[3].pkt)[: cfg.data[3].pkt_len]).poll
+    s.detection_external = True  # the kernel watches the peer; the test sends it nothing more
+    _now, out = run_until(s, 4_000, 30_000)  # the session's own first P, at its slot
+    assert out and out[0][1].poll and s.poll_announced
+    clock.serviced(e)
+    assert control.decode_control(bytes(cfg.data[3].pkt)[: cfg.data[3].pkt_len]).poll
 
 
 def test_an_up_session_is_clocked_from_one_frame_at_its_interval() -> None:

@@ -92,6 +92,26 @@ def test_our_poll_repeats_until_a_final_arrives() -> None:
     assert out and not any(p.poll for _, p in out)
 
 
+def test_a_poll_is_announced_only_once_its_first_p_has_gone_out() -> None:
+    """The kernel's packets carry P from ``poll_announced`` on: a Final before our first P
+    cannot end the Poll (§6.5), so a P of the kernel's must not go before it."""
+    s, now = up()
+    s.detection_external = True
+    s.periodic_tx_external = True  # the kernel clocks the session
+    # A change of our timers: our Poll begins, its first P not sent yet.
+    reconfigure(s, now, min_tx_us=250_000)
+    assert s.poll_active and not s.poll_announced
+    # A Final now answers no P of ours: ignored, and the Poll still waits for its first P.
+    deliver(s, packet(UP, final=True), now + 1)
+    assert s.poll_active and not s.poll_announced
+    # The first P is the session's own, at its next periodic slot; from then on it is announced.
+    now, out = run_until(s, now + 1, now + SECOND)
+    assert [p.poll for _, p in out][:1] == [True]
+    assert s.poll_announced
+    deliver(s, packet(UP, final=True), now + 1)
+    assert not s.poll_active and not s.poll_announced
+
+
 def test_poll_rides_on_periodic_packets_only() -> None:
     s, now = up()
     s.detection_external = True
