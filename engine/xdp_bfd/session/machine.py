@@ -422,8 +422,8 @@ class Session:
 
         The kernel's packets carry P only from then on. Carried at once, a P of the kernel's could
         go before ours, and the peer's Final to it would reach a session that must ignore it: the
-        peer's later Finals repeat those bytes, and XDP holds such repeats back (pass_repeat). The
-        Poll then ran until the hold expired (seen: 85 ms, and one more packet from userspace).
+        peer's later Finals repeat those bytes, and XDP holds such repeats back (pass_repeat), so
+        the Poll ran on until something else got through (docs/benchmarks.md, session 19's flake).
         """
         return self._poll_active and self._poll_first_tx_us is not None
 
