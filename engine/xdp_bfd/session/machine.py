@@ -201,7 +201,7 @@ class Session:
         self._remote_diag = pkt.diag
         if pkt.final:
             # An F before our first P cannot be an answer to this Poll (§6.5).
-            if self._poll_active and self._poll_first_tx_us is not None:
+            if self.poll_announced:
                 self._end_poll(now_us)
         else:
             self._f_clear_since_poll = True
@@ -683,7 +683,7 @@ class Session:
         # engine bringing up many sessions is not left to send every Poll's packets itself.
         if not self.periodic_tx_external or self._state != State.UP:
             return False
-        return not self._poll_active or self._poll_first_tx_us is not None
+        return not self._poll_active or self.poll_announced
 
     def _jittered_interval(self) -> int:
         return jittered(self.tx_interval_us, self._config.detect_mult, self._rng)

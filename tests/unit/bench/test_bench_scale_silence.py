@@ -20,7 +20,7 @@ def _pk(ts: float, src: str, dst: str, state: str, diag: int = 0) -> WirePacket:
     return WirePacket(ts, src, dst, 49152, 3784, 255, True, bfd_control(state=state, diag=diag))
 
 
-def test_each_down_is_judged_against_the_peers_last_frame_before_it():
+def test_each_down_is_judged_against_the_silence_it_answers():
     a, b, c, d, e = (f"198.19.33.{i}" for i in range(1, 6))
     pkts = [
         # a: Up both ways, silent after 1.000, our Down 31 ms later (1 ms past a 30 ms detection time).
