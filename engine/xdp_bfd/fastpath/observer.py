@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -61,6 +62,9 @@ class Offload:
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
         self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
+        # slot -> the Down sent ahead for a reported expiry, until the session's own handling.
+        self.downs_sent: dict[int, bytes] = {}
+        fp.events.ahead(self.event.EXPIRED, self.send_downs)
         fp.events.on(self.event.EXPIRED, self.on_event)
         fp.events.on(self.event.POLL, self.on_event)
         host.watch(fp.events.open(), lambda _now: fp.events.consume())
@@ -130,6 +134,7 @@ class Offload:
             return
         self.slots.uninstall(entry.slot, **self._index(entry))
         self.by_slot.pop(entry.slot, None)
+        self.downs_sent.pop(entry.slot, None)
         entry.slot = None
 
     def _ktx_eligible(self, entry: Entry) -> bool:
@@ -240,22 +245,44 @@ class Offload:
 
     # -- kernel reports ---------------------------------------------------------
 
-    def on_event(self, ev: Any) -> None:
+    def _reported(self, ev: Any) -> Entry | None:
+        """The session a report is about, unless it went away or was re-armed since."""
         discr = self.by_slot.get(ev.slot)
         entry = self.host.sessions.get(discr) if discr is not None else None
         if entry is None or ev.epoch != entry.epoch:
-            return  # the session went away or was re-armed since
+            return None
+        return entry
+
+    def send_downs(self, evs: Sequence[Any]) -> None:
+        """The expiries of one read of the ring: each session's Down leaves before any machine runs.
+
+        A session's own handling (machine, notification, kernel config, log line)
+        costs a few hundred microseconds here; one walk that finds a thousand peers
+        silent would hold the last Down back by that much per session before it
+        (docs/benchmarks.md, "Every peer silent at once"). A send is a few tens.
+        """
+        for ev in evs:
+            entry = self._reported(ev)
+            if entry is None or ev.slot in self.downs_sent:
+                continue  # two CPUs may both report one silence: one Down
+            down = entry.session.expiry_datagram()
+            if down is not None and entry.send(down):
+                self.downs_sent[ev.slot] = down
+
+    def on_event(self, ev: Any) -> None:
+        entry = self._reported(ev)
+        if entry is None:
+            return
         now = now_us()
         if ev.type == self.event.EXPIRED:
             # The kernel's own clock says how long the peer was silent when the
             # sweep noticed: the honest detection latency, however late we read it.
             entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
             entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
-            # The Down leaves first, before the machine's own work and the log line: on a CPU
-            # woken from idle each took longer than the send (docs/benchmarks.md, "Detection's clock").
-            ahead = entry.session.expiry_datagram()
-            if ahead is not None and not entry.send(ahead):
-                ahead = None
+            # The Down left first (send_downs), before the machine's own work and the log line:
+            # on a CPU woken from idle each took longer than the send (docs/benchmarks.md,
+            # "Detection's clock"). A second report of the same silence finds the session Down.
+            ahead = self.downs_sent.pop(ev.slot, None)
             entry.session.detection_expired(now, sent=ahead)
             self.host.service(entry, now)
             log.info(

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
+
+log = logging.getLogger("xdp_bfd")
+
+# How long one read keeps taking in what the kernel reports meanwhile. The
+# handling runs in one turn of the loop (no timer of a session may run between
+# its Down and its machine); past this the loop's other work goes first.
+REREAD_S = 0.05
 
 
 class Counters:
@@ -20,29 +30,42 @@ class Counters:
 
 
 class Events:
-    """The ``events`` ring buffer; each event arrives as a ``struct bfd_event``, handed on by its type."""
+    """The ``events`` ring buffer; each event arrives as a ``struct bfd_event``, handed on by its type.
+
+    A read drains the ring and then hands the batch on: first every event of a
+    type with an ``ahead`` handler to it, all at once, then each event in ring
+    order to its own handler, reading the ring again after each. When many
+    peers fall silent together, what must leave at once (each session's Down)
+    leaves for every reported one before any session's slower work, and for
+    one reported meanwhile before the next session's (docs/fastpath.md).
+    """
 
     def __init__(self, bpf: Any) -> None:
         self.bpf = bpf
         self.event_type = bpf["event_layout"].Leaf
         self.handlers: dict[int, Callable[[Any], None]] = {}
+        self.ahead_handlers: dict[int, Callable[[Sequence[Any]], None]] = {}
+        self._batch: list[Any] = []
         self._open = False
 
     def on(self, event_type: int, callback: Callable[[Any], None]) -> None:
         """Hand every event of ``event_type`` to ``callback`` (events of no handler are dropped)."""
         self.handlers[int(event_type)] = callback
 
+    def ahead(self, event_type: int, callback: Callable[[Sequence[Any]], None]) -> None:
+        """Hand the events of ``event_type`` in a read to ``callback`` at once, before any ``on`` handler."""
+        self.ahead_handlers[int(event_type)] = callback
+
     def open(self) -> int:
         """Start delivering events; returns the fd to poll for readability."""
         table = self.bpf["events"]
         etype = self.event_type
-        handlers = self.handlers
+        size = ctypes.sizeof(etype)
+        batch = self._batch
 
         def cb(_ctx: Any, data: Any, _size: int) -> int:
-            ev = ctypes.cast(data, ctypes.POINTER(etype)).contents
-            handler = handlers.get(ev.type)
-            if handler is not None:
-                handler(ev)
+            # The ring's memory is the kernel's again once this returns: keep a copy.
+            batch.append(etype.from_buffer_copy(ctypes.string_at(data, size)))
             return 0
 
         table.open_ring_buffer(cb)
@@ -50,8 +73,50 @@ class Events:
         return table.map_fd
 
     def consume(self) -> None:
-        if self._open:
-            self.bpf.ring_buffer_consume()
+        if not self._open:
+            return
+        self.dispatch(self._read(), self._read)
+
+    def _read(self) -> list[Any]:
+        self.bpf.ring_buffer_consume()
+        batch = self._batch[:]
+        self._batch.clear()
+        return batch
+
+    def dispatch(self, batch: Sequence[Any], read: Callable[[], list[Any]] | None = None) -> None:
+        """Hand a drained batch on: the ``ahead`` handlers first, then each event in order.
+
+        With ``read``, the ring is read again after each event's handler (a
+        read of the mapped ring, no system call): what the kernel reported
+        meanwhile has its ``ahead`` handlers run at once and joins the queue,
+        for REREAD_S from the first read; later reports wait for the next.
+        """
+        pending = deque(batch)
+        self._ahead(batch)
+        until = time.monotonic() + REREAD_S
+        while pending:
+            ev = pending.popleft()
+            handler = self.handlers.get(ev.type)
+            if handler is not None:
+                self._call(handler, ev)
+            if read is not None and time.monotonic() < until:
+                more = read()
+                self._ahead(more)
+                pending.extend(more)
+
+    def _ahead(self, batch: Sequence[Any]) -> None:
+        for event_type, callback in self.ahead_handlers.items():
+            of_type = [ev for ev in batch if ev.type == event_type]
+            if of_type:
+                self._call(callback, of_type)
+
+    @staticmethod
+    def _call(callback: Callable[[Any], None], arg: Any) -> None:
+        # One report's failure must not cost the rest of the batch their handling.
+        try:
+            callback(arg)
+        except Exception:
+            log.exception("kernel-tx: handling a kernel report failed")
 
 
 __all__ = ["Counters", "Events"]

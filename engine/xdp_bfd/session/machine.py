@@ -114,6 +114,8 @@ class Session:
         self._transition_pending = False
         # detection_expired(sent=...): the packet the host sent ahead of the machine.
         self._sent_ahead: bytes | None = None
+        # expiry_datagram's packet and the config it was built under: only the config shapes it.
+        self._down_memo: tuple[SessionConfig, bytes] | None = None
         self._outbox: list[bytes] = []
         self._events: deque[StateChanged | RemoteParamsChanged] = deque()
 
@@ -145,7 +147,9 @@ class Session:
         "_seq_known", "_state", "_transition_pending", "_tx_packets", "_up_since_us", "_xmit_seq",
         "demand_poll_us", "detection_external", "periodic_tx_external",
     )  # fmt: skip
-    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"_config", "_rng", "_outbox", "_events", "_sent_ahead"})
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset(
+        {"_config", "_rng", "_outbox", "_events", "_sent_ahead", "_down_memo"}
+    )
 
     def export(self) -> tuple[Any, ...]:
         """The session's state, as values in ``STATE_FIELDS`` order (plain data, picklable)."""
@@ -312,7 +316,12 @@ class Session:
         cfg, auth = self._config, self._config.auth
         if self._state not in (State.INIT, State.UP) or cfg.passive or (auth is not None and auth.keyed):
             return None
+        if self._down_memo is not None and self._down_memo[0] is cfg:
+            return self._down_memo[1]
         # After the expiry: Down, the peer's discriminator forgotten, the slow rate (§6.8.3), no D.
+        # What is left of the content is the configuration's (detect multiplier, echo interval)
+        # and the discriminator, so the packet is built once per configuration: at a mass
+        # failure every session's Down goes out in one run (docs/benchmarks.md).
         down = replace(
             self._content(),
             state=State.DOWN,
@@ -322,7 +331,9 @@ class Session:
             required_min_rx_us=cfg.min_rx_us,
             demand=False,
         )
-        return self._signed(down)
+        data = self._signed(down)
+        self._down_memo = (cfg, data)
+        return data
 
     def note_rx(self, now_us: int) -> None:
         """The kernel handled a packet for this session: it counts as received for §6.8.4 bookkeeping."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.sessions import bring_up, make
+from harness.sessions import bring_up, deliver, make, packet, sent
 from xdp_bfd.core import netio
 from xdp_bfd.core.host import Callback, Entry
 from xdp_bfd.fastpath import abi
@@ -25,6 +25,7 @@ from xdp_bfd.fastpath.abi import load as load_abi
 from xdp_bfd.fastpath.errors import KernelError
 from xdp_bfd.fastpath.layout import layout_id, layout_sources
 from xdp_bfd.fastpath.observer import Offload, steady_template
+from xdp_bfd.fastpath.reports import Events
 from xdp_bfd.fastpath.slots import mapped16
 from xdp_bfd.session import AuthConfig
 from xdp_bfd.wire import control, echo
@@ -340,6 +341,13 @@ def test_the_steady_template_keeps_the_state_and_drops_poll_and_final() -> None:
     assert steady_template(b"", 24) == bytes(24)
 
 
+class _Events(Events):
+    """The dispatch as the engine runs it; no ring to open or read."""
+
+    def open(self) -> int:
+        return -1
+
+
 class _Host:
     """What of core.host.Host an Offload uses: the loop's watch and timers, the table, service, drops."""
 
@@ -363,8 +371,9 @@ class _Host:
         self.drops[reason] += 1
 
 
-def _fast_path(a: abi.Abi, writes: list[dict], handlers: dict | None = None) -> SimpleNamespace:
-    """A FastPath's parts as the Offload reaches them, the maps replaced by what the test reads back."""
+def _fast_path(a: abi.Abi, writes: list[dict]) -> SimpleNamespace:
+    """A FastPath's parts as the Offload reaches them, the maps replaced by what the test reads back
+    and the ring by ``events.dispatch`` (the batch a read of the ring hands on)."""
     state = SimpleNamespace(
         rx_packets=0, rx_bytes=0, ktx_packets=0, ktx_bytes=0, last_ktx_ns=0, last_rx_ns=0, echo_packets=0
     )
@@ -372,9 +381,7 @@ def _fast_path(a: abi.Abi, writes: list[dict], handlers: dict | None = None) -> 
         abi=a,
         program=SimpleNamespace(attached=[]),
         gate=SimpleNamespace(deadman_ns=0, heartbeat=lambda _ns: None),
-        events=SimpleNamespace(
-            open=lambda: -1, consume=lambda: None, on=(handlers if handlers is not None else {}).__setitem__
-        ),
+        events=_Events({"event_layout": SimpleNamespace(Leaf=None)}),
         slots=SimpleNamespace(
             write_cfg=lambda _slot, kcfg: writes.append(kcfg), read_state=lambda _slot: state
         ),
@@ -400,11 +407,12 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     entry = Entry(session, wire, "cli", slot=0, offloaded=True, epoch=1)
     host = _Host()
     host.sessions[session.local_discr] = entry
-    handlers: dict = {}
-    off = Offload(host, _fast_path(load_abi(header), writes, handlers))
+    fp = _fast_path(load_abi(header), writes)
+    off = Offload(host, fp)
     assert host.watched == [-1] and host.timers  # the events ring is watched, the heartbeat runs
     # The ring hands the Offload the header's EXPIRED (7), not the old value.
-    assert 7 in handlers and 1 not in handlers
+    assert 7 in fp.events.handlers and 1 not in fp.events.handlers
+    assert 7 in fp.events.ahead_handlers and 1 not in fp.events.ahead_handlers
     off.by_slot[0] = session.local_discr
     off._ktx_eligible = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
     off.serviced(entry)
@@ -414,10 +422,10 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     assert out["kernel_tx_active"] is True
     # An event whose type is the header's EXPIRED is an expiry; the old value is not.
     ev = SimpleNamespace(slot=0, epoch=entry.epoch, type=1, now_ns=50_000_000, last_rx_ns=0, pkt=b"", ttl=255)
-    off.on_event(ev)
-    assert entry.last_detection_us is None and session.state == control.State.UP
+    fp.events.dispatch([ev])
+    assert entry.last_detection_us is None and session.state == control.State.UP and not sent
     ev.type = 7
-    handlers[7](ev)
+    fp.events.dispatch([ev])
     assert entry.last_detection_us == 50_000 and session.state == control.State.DOWN
     assert host.serviced[-1] is entry
     # The Down went out (Entry.send) before the machine ran, and the machine did not send it again.
@@ -429,6 +437,97 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     )
     assert session.datagrams_to_send(0) == []
     assert entry.user_tx_packets == 1
+
+
+def test_every_down_of_one_read_leaves_before_any_session_is_handled() -> None:
+    """One walk that finds many peers silent: each session's Down is sent first, one per silence."""
+    order: list[tuple[str, int]] = []
+    host = _Host()
+    host.service = lambda entry, _now: order.append(("service", entry.session.local_discr))  # type: ignore[method-assign]
+    fp = _fast_path(load_abi(), [])
+    off = Offload(host, fp)
+    events = []
+    for slot in range(4):
+        session = make(discr=100 + slot)
+        deliver(session, packet(control.State.DOWN, your=0), 0)
+        deliver(session, packet(control.State.UP, your=session.local_discr), 1_000)
+        sent(session, 1_000)
+        wire = SimpleNamespace(
+            sport=49152,
+            dport=3784,
+            send=lambda _data, d=session.local_discr: order.append(("send", d)) is None,
+        )
+        entry = Entry(session, wire, "cli", slot=slot, offloaded=True, epoch=1)
+        host.sessions[session.local_discr] = entry
+        off.by_slot[slot] = session.local_discr
+        events.append(
+            SimpleNamespace(
+                slot=slot,
+                epoch=1,
+                type=int(off.event.EXPIRED),
+                now_ns=40_000_000,
+                last_rx_ns=0,
+                pkt=b"",
+                ttl=255,
+            )
+        )
+    # Two CPUs reported slot 1's silence; slot 3's report is of a watch since replaced.
+    events.insert(2, SimpleNamespace(**vars(events[1])))
+    events[-1].epoch = 0
+    fp.events.dispatch(events)
+    assert order == [
+        ("send", 100),
+        ("send", 101),
+        ("send", 102),
+        ("service", 100),
+        ("service", 101),
+        ("service", 101),
+        ("service", 102),
+    ]
+    assert [host.sessions[d].session.state for d in (100, 101, 102, 103)] == [control.State.DOWN] * 3 + [
+        control.State.UP
+    ]
+    # The machines did not queue the Down again, and the second report of slot 1 sent nothing.
+    assert all(host.sessions[d].session.datagrams_to_send(0) == [] for d in (100, 101, 102))
+    assert [host.sessions[d].user_tx_packets for d in (100, 101, 102, 103)] == [1, 1, 1, 0]
+
+
+def test_a_failing_report_handler_costs_the_rest_of_the_batch_nothing(caplog) -> None:
+    events = Events({"event_layout": SimpleNamespace(Leaf=None)})
+    seen: list[tuple[str, Any]] = []
+
+    def fail(ev: Any) -> None:
+        seen.append(("on", ev.n))
+        if ev.n == 1:
+            raise RuntimeError("boom")
+
+    events.on(2, fail)
+    events.ahead(2, lambda evs: seen.append(("ahead", [e.n for e in evs])))
+    events.on(5, lambda ev: seen.append(("other", ev.n)))
+    batch = [SimpleNamespace(type=t, n=n) for n, t in enumerate((2, 2, 5, 2, 9))]
+    with caplog.at_level("ERROR", logger="xdp_bfd"):
+        events.dispatch(batch)
+    assert seen == [("ahead", [0, 1, 3]), ("on", 0), ("on", 1), ("other", 2), ("on", 3)]
+    assert [r.getMessage() for r in caplog.records] == ["kernel-tx: handling a kernel report failed"]
+
+
+def test_what_the_kernel_reports_meanwhile_is_sent_ahead_of_the_next_handling() -> None:
+    """Reports that reach the ring while one is handled get their ahead handler before the next one's."""
+    events = Events({"event_layout": SimpleNamespace(Leaf=None)})
+    seen: list[tuple[str, Any]] = []
+    later = [[], [SimpleNamespace(type=2, n=10), SimpleNamespace(type=2, n=11)], [], []]
+    events.on(2, lambda ev: seen.append(("on", ev.n)))
+    events.ahead(2, lambda evs: seen.append(("ahead", [e.n for e in evs])))
+    events.dispatch([SimpleNamespace(type=2, n=0), SimpleNamespace(type=2, n=1)], read=lambda: later.pop(0))
+    assert seen == [
+        ("ahead", [0, 1]),
+        ("on", 0),
+        ("on", 1),
+        ("ahead", [10, 11]),
+        ("on", 10),
+        ("on", 11),
+    ]
+    assert later == []  # read again after every handler, and no more once the queue was empty
 
 
 def test_bcc_is_imported_only_to_compile() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ from harness.sessions import (
     sent,
 )
 from xdp_bfd.session import Session, StateChanged
-from xdp_bfd.wire.control import Diag, State
+from xdp_bfd.wire.control import Diag, State, decode_control
 
 D, AD, IN, U = State.DOWN, State.ADMIN_DOWN, State.INIT, State.UP
 NO, DET, NBR, ADM = (
@@ -199,6 +200,22 @@ def test_a_wrong_guess_sent_ahead_still_lets_the_machine_send_its_own_down() -> 
     ahead = s.expiry_datagram()
     s.detection_expired(now + 1, sent=b"not the down")
     assert s.datagrams_to_send(now + 1) == [ahead]
+
+
+def test_the_down_ahead_is_built_once_per_configuration_and_stays_the_machines_own() -> None:
+    s, now = session_in(U)
+    sent(s, now)
+    first = s.expiry_datagram()
+    # A Poll, new remote timers: what they change, the Down does not carry.
+    s.start_poll(now)
+    deliver(s, packet(U, desired_min_tx_us=50_000, required_min_rx_us=70_000), now + 1)
+    assert s.expiry_datagram() is first
+    # A new configuration shapes the Down: it is built again, and it is what the machine sends.
+    s.set_config(replace(s.config, detect_mult=5), now + 2)
+    ahead = s.expiry_datagram()
+    assert ahead is not first and decode_control(ahead).detect_mult == 5
+    s.detection_expired(now + 3)
+    assert s.datagrams_to_send(now + 3)[:1] == [ahead]
 
 
 def test_only_an_init_or_up_session_has_a_down_to_send_ahead() -> None:
