@@ -196,7 +196,9 @@ def run(args: Options) -> int:
             log.debug("memory: %d kB of the compiler's pages unmapped", footprint.shed_compiler_pages())
         # Last: bcc has compiled (compiling under a real-time class trips RT
         # throttling), and nothing forks from here on.
-        engine.reactor.pace_us = reserve_scheduling(args.sched_deadline)
+        reserved = reserve_scheduling(args.sched_deadline)
+        if reserved is not None:
+            engine.reactor.pace_background(*reserved)
         engine.notifier.ready(takeover=started is not None and started.predecessor is not None)
         engine.mark("ready")
         if engine.reactor.takeover_marks:

@@ -25,13 +25,13 @@ from ..wire.control import State
 from .host import DocWaiter, Entry, SessionObserver
 from .lag import LoopLag
 from .sched import describe as sched_description
-from .stats_format import DIAG_NAMES, STATE_NAMES, wall_clock_of, write_atomic
-from .stats_format import encode as encode_stats
+from .stats_format import DIAG_NAMES, STATE_NAMES, encode_steps, wall_clock_of, write_atomic_steps
 
 log = logging.getLogger("xdp_bfd")
 
-# Sessions per slice of a stats dump (about half a millisecond of Python).
-STATS_SLICE_SESSIONS = 32
+# Sessions per step of a stats dump: tens of µs of Python each, so that a turn of
+# background work (core/reactor.py) overruns its budget by little.
+STATS_SLICE_SESSIONS = 8
 
 
 class StatsDocument:
@@ -160,10 +160,10 @@ def file_writer(path: Path) -> DocWaiter:
     """SIGUSR1's consumer: the document, encoded and renamed into place (paced: encode, then write)."""
 
     def write(doc: dict[str, Any]) -> Generator[None, None, None]:
-        data = encode_stats(doc)
+        data = yield from encode_steps(doc)
         yield
         try:
-            write_atomic(path, data)
+            yield from write_atomic_steps(path, data)
         except OSError as e:
             log.error("stats: cannot write %s: %s", path, e.strerror)
 

@@ -106,13 +106,14 @@ def drop_cap_sys_nice() -> None:
     _libc.capset(header, data)
 
 
-def reserve(spec: tuple[int, int] | None) -> int:
+def reserve(spec: tuple[int, int] | None) -> tuple[int, int, bool] | None:
     """Apply ``--sched-deadline`` if given; on refusal say why and keep the class we have.
 
-    Returns the reserved period in microseconds, 0 when nothing was reserved.
+    Returns the runtime and period reserved, in microseconds, and whether the
+    kernel reclaims idle bandwidth for us; None when nothing was reserved.
     """
     if spec is None:
-        return 0
+        return None
     runtime, period = spec
     try:
         reclaiming = set_deadline(runtime, period)
@@ -120,13 +121,13 @@ def reserve(spec: tuple[int, int] | None) -> int:
         current = describe()
         log.warning("sched: cannot reserve SCHED_DEADLINE %d/%dus: %s; staying at %s",
                     runtime, period, why_refused(e.errno or 0), current)  # fmt: skip
-        return 0
+        return None
     drop_cap_sys_nice()
     log.info("sched: SCHED_DEADLINE %d/%dus reserved (CAP_SYS_NICE dropped)", runtime, period)
     if not reclaiming:
         log.warning("sched: this kernel cannot reclaim idle bandwidth (SCHED_FLAG_RECLAIM); "
                     "work beyond %dus in a period waits for the next one", runtime)  # fmt: skip
-    return period
+    return runtime, period, reclaiming
 
 
 def describe() -> str:

@@ -3,11 +3,11 @@
 No thread: a scrape is accepted and answered between two turns of the loop,
 from the same stats document SIGUSR1 writes, so metrics and stats JSON cannot
 disagree and nothing reads engine state concurrently with the loop. The
-document is built step by step like the SIGUSR1 dump (one step per period
-under a deadline reservation): at a thousand sessions it is tens of
-milliseconds of Python, which in one piece would hold the loop past its
-transmissions. The scraper
-waits those few periods for its answer.
+document, and then the exposition, are built a slice at a time between the
+timers (a turn of steps per period under a deadline reservation): at
+thousands of sessions either is tens of milliseconds of Python, which in one
+piece would hold the loop past its transmissions. The scraper waits those
+periods for its answer.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import functools
 import ipaddress
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -27,14 +27,13 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..core.clock import now_us
 from ..core.host import Loop, Stats
+from .exposition import session_series
 
 log = logging.getLogger("xdp_bfd")
 
-STATE_VALUES = {"admin_down": 0, "down": 1, "init": 2, "up": 3}
 MAX_REQUEST = 8192
 MAX_CLIENTS = 8
 SEND_DEADLINE_US = 5_000_000  # a client must have read its answer by then
-SESSION_LABELS = ["local", "peer", "ifname", "multihop"]
 LOOPBACK = "127.0.0.1"  # where an empty HOST binds
 
 
@@ -147,46 +146,6 @@ class StatsCollector(Collector):
                 clock["clocked_sessions"],
             )  # fmt: skip
 
-        state = GaugeMetricFamily(
-            "xdp_bfd_session_state", "0 admin_down, 1 down, 2 init, 3 up", labels=SESSION_LABELS
-        )
-        up = GaugeMetricFamily("xdp_bfd_session_up", "1 when the session is Up", labels=SESSION_LABELS)
-        flaps = CounterMetricFamily("xdp_bfd_session_flaps", "Transitions out of Up", labels=SESSION_LABELS)
-        tx = CounterMetricFamily(
-            "xdp_bfd_session_tx_packets", "Control packets sent, by path", labels=[*SESSION_LABELS, "path"]
-        )
-        rx = CounterMetricFamily(
-            "xdp_bfd_session_rx_packets", "Control packets accepted", labels=SESSION_LABELS
-        )
-        ktx = GaugeMetricFamily(
-            "xdp_bfd_session_kernel_tx_active",
-            "1 while the fast path answers the peer",
-            labels=SESSION_LABELS,
-        )
-        overshoot = GaugeMetricFamily(
-            "xdp_bfd_session_detection_overshoot_seconds",
-            "Silence beyond the detection time at the last kernel-detected expiry",
-            labels=SESSION_LABELS,
-        )
-        kclock = GaugeMetricFamily(
-            "xdp_bfd_session_kernel_clock", "1 while the kernel transmit clock runs for the session",
-            labels=SESSION_LABELS,
-        )  # fmt: skip
-        for s in doc["sessions"]:
-            labels = [s["local"] or "", s["peer"], s["ifname"] or "", str(s["multihop"]).lower()]
-            kclock.add_metric(labels, int(bool(s.get("kernel_clock"))))
-            state.add_metric(labels, STATE_VALUES[s["state"]])
-            up.add_metric(labels, int(s["state"] == "up"))
-            flaps.add_metric(labels, s["flaps"])
-            tx.add_metric([*labels, "kernel"], s["kernel_tx_packets"])
-            tx.add_metric([*labels, "user"], s["user_tx_packets"])
-            rx.add_metric(labels, s["rx_packets"])
-            ktx.add_metric(labels, int(bool(s.get("kernel_tx_active"))))
-            if s.get("last_detection_overshoot_us") is not None:
-                overshoot.add_metric(labels, s["last_detection_overshoot_us"] / 1e6)
-        yield from (state, up, flaps, tx, rx, ktx, kclock, overshoot)
-        yield from _echo_families(doc["sessions"])
-
         lag = doc.get("loop_lag")
         if lag:
             buckets = [(str(le / 1e6) if le != "+Inf" else "+Inf", n) for le, n in lag["buckets"]]
@@ -196,34 +155,12 @@ class StatsCollector(Collector):
                 buckets=buckets,
                 sum_value=lag["sum_us"] / 1e6,
             )
-
-
-def _echo_families(sessions: list[dict[str, Any]]) -> Iterator[Metric]:
-    """Our echo (fastpath.echo), for the sessions that send it: counts since it last started, round trips."""
-    probes = CounterMetricFamily(
-        "xdp_bfd_session_echo_probes", "Our echo probes since the session's echo last started, by outcome",
-        labels=[*SESSION_LABELS, "outcome"],
-    )  # fmt: skip
-    rtt = GaugeMetricFamily(
-        "xdp_bfd_session_echo_rtt_seconds", "Round trip of our echo (p99 over the last returns kept)",
-        labels=[*SESSION_LABELS, "stat"],
-    )  # fmt: skip
-    alive = GaugeMetricFamily(
-        "xdp_bfd_session_echo_alive", "1 while our echo comes back within the timeout (advisory only)",
-        labels=SESSION_LABELS,
-    )  # fmt: skip
-    for s in sessions:
-        echo = s.get("echo")
-        if not echo:
-            continue
-        labels = [s["local"] or "", s["peer"], s["ifname"] or "", str(s["multihop"]).lower()]
-        for outcome in ("sent", "returned", "lost"):
-            probes.add_metric([*labels, outcome], echo[outcome])
-        for stat, us in (echo["rtt_us"] or {}).items():
-            if us is not None:
-                rtt.add_metric([*labels, stat], us / 1e6)
-        alive.add_metric(labels, int(echo["alive"]))
-    yield from (probes, rtt, alive)
+            if "background" in lag:
+                yield GaugeMetricFamily(
+                    "xdp_bfd_background_step_max_seconds",
+                    "Longest step of background work (stats, exposition) that held the engine loop",
+                    lag["background"]["step_max_us"] / 1e6,
+                )
 
 
 def _sbfd_families(sbfd: dict[str, Any]) -> Iterator[Metric]:
@@ -246,6 +183,26 @@ def _sbfd_families(sbfd: dict[str, Any]) -> Iterator[Metric]:
         limited.add_metric(labels, r["rate_limited"])
         up.add_metric(labels, int(r["state"] == "up"))
     yield from (answered, limited, up)
+
+
+def exposition(doc: dict[str, Any], out: list[str]) -> Generator[None, None, None]:
+    """One document's exposition into ``out``: the engine-wide families through
+    prometheus_client in one step, then every session's a slice at a time."""
+    collector = StatsCollector()
+    collector.doc = doc
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    out.append(generate_latest(registry).decode())
+    yield
+    yield from session_series(doc["sessions"], out)
+
+
+def exposition_text(doc: dict[str, Any]) -> str:
+    """The same in one go (tests)."""
+    out: list[str] = []
+    for _ in exposition(doc, out):
+        pass
+    return "".join(out)
 
 
 class MetricsHost(Loop, Stats, Protocol):
@@ -274,9 +231,6 @@ class MetricsServer:
         self.pending: dict[socket.socket, bytes] = {}
         self.answering: set[socket.socket] = set()  # waiting for the document
         self.sending: dict[socket.socket, memoryview] = {}  # the rest of an answer
-        self.collector = StatsCollector()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
         loop.watch(self.sock, self._accept)
         bound = self.sock.getsockname()[0]
         shown = f"[{bound}]" if family == socket.AF_INET6 else bound
@@ -319,15 +273,16 @@ class MetricsServer:
         self.answering.add(conn)
         self.loop.want_stats(functools.partial(self._answer, conn))
 
-    def _answer(self, conn: socket.socket, doc: dict[str, Any]) -> None:
+    def _answer(self, conn: socket.socket, doc: dict[str, Any]) -> Generator[None, None, None]:
+        """The exposition, written a slice at a time like the document (stats.exposition), then sent."""
         if conn not in self.answering:
             return  # closed meanwhile (engine stopping)
+        parts: list[str] = []
+        yield from exposition(doc, parts)
+        body = "".join(parts).encode()
+        if conn not in self.answering:
+            return
         self.answering.discard(conn)
-        self.collector.doc = doc
-        try:
-            body = generate_latest(self.registry)
-        finally:
-            self.collector.doc = None
         head = f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {len(body)}\r\n"
         self._send(conn, head.encode() + b"\r\n" + body)
 

@@ -221,7 +221,13 @@ def counters(doc: dict[str, Any]) -> dict[str, Any]:
     if lag is not None:
         count, total = lag.get("count"), lag.get("sum_us")
         mean = round(total / count, 1) if _is_count(count) and count and _is_count(total) else None
-        out["loop_lag"] = {"count": count, "max_us": lag.get("max_us"), "mean_us": mean}
+        background = lag.get("background") if isinstance(lag.get("background"), dict) else {}
+        out["loop_lag"] = {
+            "count": count,
+            "max_us": lag.get("max_us"),
+            "mean_us": mean,
+            "background_step_max_us": background.get("step_max_us"),
+        }
     return out
 
 
@@ -256,7 +262,12 @@ def format_counters(doc: dict[str, Any], origin: str | None = None) -> str:
             "",
             *_block(
                 "loop lag",
-                {"runs": lag["count"], "max": fmt_age_us(lag["max_us"]), "mean": fmt_age_us(lag["mean_us"])},
+                {
+                    "runs": lag["count"],
+                    "max": fmt_age_us(lag["max_us"]),
+                    "mean": fmt_age_us(lag["mean_us"]),
+                    "longest background step": fmt_age_us(lag["background_step_max_us"]),
+                },
             ),
         ]
     if c["sbfd_reflector"]:

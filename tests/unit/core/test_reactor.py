@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import selectors
 import signal
@@ -168,3 +169,93 @@ def test_background_steps_are_paced_and_the_next_job_follows() -> None:
         r.step_background()
     assert steps == [1, 0]
     assert r.background is None
+
+
+class _Clock:
+    """The reactor's clock, moved only by the background steps below."""
+
+    def __init__(self) -> None:
+        self.t = 1_000_000
+
+    def __call__(self) -> int:
+        return self.t
+
+
+def _timed_job(clock: _Clock, steps: int, step_us: int, done: list[int]):
+    def job():
+        for i in range(steps):
+            clock.t += step_us
+            done.append(i)
+            if i < steps - 1:
+                yield
+
+    return job
+
+
+def _reactor_with_a_job(monkeypatch, turn_us: int) -> tuple[Reactor, _Clock, list[int]]:
+    """A reactor on a clock only its one job moves: 10 steps of 300 µs each."""
+    clock = _Clock()
+    monkeypatch.setattr("xdp_bfd.core.reactor.now_us", clock)
+    r = Reactor()
+    done: list[int] = []
+    queued = [_timed_job(clock, 10, 300, done)]
+    r.next_background = lambda: queued.pop(0)() if queued else None
+    r.turn_us = turn_us
+    return r, clock, done
+
+
+def test_a_turn_of_background_runs_steps_until_its_budget_is_used(monkeypatch) -> None:
+    r, _clock, done = _reactor_with_a_job(monkeypatch, 1000)
+    r.start_background()
+    r.run_background()
+    assert done == [0, 1, 2, 3]  # 1200 µs: the step that crossed 1000 is the last of the turn
+    r.run_background()
+    assert done == list(range(8))
+    r.run_background()
+    assert done == list(range(10)) and r.background is None
+    bg = r.lag.background.doc()
+    assert bg["steps"] == 10 and bg["step_max_us"] == 300 and bg["jobs"] == 1
+    job = bg["last_job"]
+    assert (job["steps"], job["step_max_us"], job["busy_us"], job["wall_us"]) == (10, 300, 3000, 3000)
+    # The fake clock moved, the thread's CPU time hardly did: a step kept from running shows so.
+    assert 0 <= job["step_cpu_max_us"] < 300 and 0 <= job["cpu_us"] < 3000
+
+
+def test_a_timer_falling_due_ends_the_turn_early(monkeypatch) -> None:
+    r, clock, done = _reactor_with_a_job(monkeypatch, 10_000)
+    r.call_at(clock.t + 500, lambda _now: None)
+    r.start_background()
+    r.run_background()
+    assert done == [0, 1]  # due at +500: after the second step (+600) the loop runs it
+    assert not gc.isenabled()  # the job is not over
+    r.close()
+    assert gc.isenabled()
+
+
+def test_under_a_reservation_background_gets_a_turn_a_period_of_the_runtime_it_can_stretch() -> None:
+    r = Reactor()
+    r.pace_background(1000, 10_000, reclaiming=True)
+    assert (r.turn_us, r.pace_us) == (1000, 10_000)
+    r.pace_background(1000, 10_000, reclaiming=False)
+    assert (r.turn_us, r.pace_us) == (500, 10_000)
+
+
+def test_the_collector_is_held_off_while_background_jobs_run() -> None:
+    r = Reactor()
+    seen: list[bool] = []
+
+    def job():
+        seen.append(gc.isenabled())
+        yield
+        seen.append(gc.isenabled())
+
+    queued = [job, job]
+    r.next_background = lambda: queued.pop(0)() if queued else None
+    assert gc.isenabled()
+    r.start_background()
+    for _ in range(10):  # bounded: two jobs of two steps
+        if r.background is None:
+            break
+        r.step_background()
+    assert seen == [False, False, False, False] and r.background is None
+    assert gc.isenabled()

@@ -1,15 +1,16 @@
-"""write_atomic: the stats file is written where nobody else can swap it, never through a link."""
+"""The stats file: written where nobody else can swap it, never through a link; encoded in slices."""
 
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 
 import pytest
 
 from xdp_bfd.core.document import file_writer
-from xdp_bfd.core.stats_format import write_atomic
+from xdp_bfd.core.stats_format import encode_steps, write_atomic, write_atomic_steps
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
@@ -120,3 +121,45 @@ def test_the_sigusr1_writer_logs_the_refusal_in_one_line(tmp_path, caplog):
         f"stats: cannot write {d / 'stats.json'}: {d} is writable by others and not sticky "
         "(mode 0777); refusing to write there"
     ]
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 70])
+def test_a_dump_is_encoded_a_slice_of_sessions_at_a_time_into_json_dumps_own_bytes(n):
+    sessions = [
+        {"peer": f"198.19.1.{i}", "state": "up", "drops": {"x": i}, "name": 'a"b\\c\x00'} for i in range(n)
+    ]
+    doc = {"version": 1, "counters": {"drop": {}}, "sessions": sessions, "loop_lag": {"max_us": 3}}
+    steps = encode_steps(doc, slice_sessions=4)
+    yielded = 0
+    while True:
+        try:
+            next(steps)
+            yielded += 1
+        except StopIteration as done:
+            data = done.value
+            break
+    assert data == (json.dumps(doc) + "\n").encode()
+    assert yielded == -(-n // 4)  # one step per slice of four sessions
+    assert json.loads(data)["sessions"] == sessions
+
+
+def test_a_write_goes_a_chunk_per_step_and_only_the_rename_shows_it(tmp_path):
+    path = tmp_path / "stats.json"
+    path.write_bytes(b"old")
+    steps = write_atomic_steps(path, b"0123456789", chunk=4)
+    next(steps)
+    assert _tmp_name(path).read_bytes() == b"0123" and path.read_bytes() == b"old"
+    next(steps)
+    assert _tmp_name(path).read_bytes() == b"01234567"
+    with pytest.raises(StopIteration):
+        next(steps)
+    assert path.read_bytes() == b"0123456789" and not _tmp_name(path).exists()
+
+
+def test_a_write_abandoned_half_way_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "stats.json"
+    steps = write_atomic_steps(path, b"0123456789", chunk=4)
+    next(steps)
+    assert _tmp_name(path).exists()
+    steps.close()
+    assert not _tmp_name(path).exists() and not path.exists()

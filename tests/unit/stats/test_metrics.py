@@ -7,19 +7,14 @@ import socket
 import time
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from xdp_bfd.stats import metrics
-from xdp_bfd.stats.metrics import StatsCollector, parse_listen, reach
+from xdp_bfd.stats.metrics import exposition_text, parse_listen, reach
 
 
 def _samples(doc: dict) -> list:
-    collector = StatsCollector()
-    collector.doc = doc
-    reg = CollectorRegistry()
-    reg.register(collector)
-    text = generate_latest(reg).decode()
+    text = exposition_text(doc)
     return [s for f in text_string_to_metric_families(text) for s in f.samples]
 
 

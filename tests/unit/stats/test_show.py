@@ -47,7 +47,8 @@ REAL: dict[str, Any] = {
          "last_ktx_age_us": None, "flaps": 2, "up_since": 0, "origin": "dplane",
          "drops": {"auth_digest": 2}, "echo_reflected": 0, "offloaded": True, "kernel_tx_active": False},
     ],
-    "loop_lag": {"buckets": [[100, 0], ["+Inf", 4]], "count": 4, "sum_us": 6002, "max_us": 3610},
+    "loop_lag": {"buckets": [[100, 0], ["+Inf", 4]], "count": 4, "sum_us": 6002, "max_us": 3610,
+                 "background": {"steps": 40, "step_max_us": 820, "jobs": 3, "last_job": None}},
 }  # fmt: skip
 
 
@@ -156,7 +157,7 @@ def test_counters_grouping(doc):
     assert c["drops"]["auth_digest"] == {"total": 2, "xdp": 0}  # the engine's, not the kernel's
     assert list(c["drops"]) == sorted(c["drops"])
     assert c["dplane"] == {"connected": True, "sessions": 2, "held": 0, "connections": 1}
-    assert c["loop_lag"] == {"count": 4, "max_us": 3610, "mean_us": 1500.5}
+    assert c["loop_lag"] == {"count": 4, "max_us": 3610, "mean_us": 1500.5, "background_step_max_us": 820}
     assert [s["peer"] for s in c["sessions"]] == ["198.19.1.2", "fd00:bfd:1::2"]
     assert c["sessions"][1] == {
         "peer": "fd00:bfd:1::2", "local": "fd00:bfd:1::1", "ifname": None, "multihop": True, "rx_packets": 10,
@@ -187,7 +188,10 @@ def test_counters_text(doc):
         "dataplane (connect 127.0.0.1:50700)\n  connected    yes\n  sessions     2\n  held         0\n"
         "  connections  1"
     )
-    assert blocks[5] == "loop lag\n  runs  4\n  max   3.6ms\n  mean  1.5ms"
+    assert blocks[5] == (
+        "loop lag\n  runs                     4\n  max                      3.6ms\n"
+        "  mean                     1.5ms\n  longest background step  820us"
+    )
     assert blocks[6] == (
         "per session\n"
         "  PEER           LOCAL          IFACE   HOP     RX  KERNEL TX  USER TX  ECHO  DROPS\n"
