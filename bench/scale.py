@@ -326,11 +326,10 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
         # document reports the job before it, so s1's is the dump before it (s0's, the same
         # size) and a dump after the scrape reports the scrape's.
         s2 = eng.stats(timeout=60)
-        dump["engine_job"] = ((s1.get("loop_lag") or {}).get("background") or {}).get("last_job")
-        scrape_cost["engine_job"] = ((s2.get("loop_lag") or {}).get("background") or {}).get("last_job")
-        scrape_cost["step_max_us_since_start"] = ((s2.get("loop_lag") or {}).get("background") or {}).get(
-            "step_max_us"
-        )
+        bg1, bg2 = (((s.get("loop_lag") or {}).get("background") or {}) for s in (s1, s2))
+        dump["engine_job"] = bg1.get("last_job")
+        scrape_cost["engine_job"] = bg2.get("last_job")
+        scrape_cost["step_max_us_since_start"] = bg2.get("step_max_us")
 
         engine_cpu = benchlib.cpu_delta(cpu0, cpu1)
         window = engine_cpu["window_s"]

@@ -25,7 +25,7 @@ from ..wire.control import State
 from .host import DocWaiter, Entry, SessionObserver
 from .lag import LoopLag
 from .sched import describe as sched_description
-from .stats_format import DIAG_NAMES, STATE_NAMES, encode_steps, wall_clock_of, write_atomic_steps
+from .stats_format import DIAG_NAMES, STATE_NAMES, encode_steps, run_steps, wall_clock_of, write_atomic_steps
 
 log = logging.getLogger("xdp_bfd")
 
@@ -55,12 +55,7 @@ class StatsDocument:
 
     def build(self) -> dict[str, Any]:
         """The document in one go (the start-up warm-up; tests)."""
-        steps = self.steps()
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        return run_steps(self.steps())
 
     def steps(self) -> Generator[None, None, dict[str, Any]]:
         """The document, built a slice at a time: it yields between slices."""

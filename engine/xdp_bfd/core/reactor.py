@@ -165,8 +165,8 @@ class Reactor:
         """The next background job, with the cyclic collector held off until it ends.
 
         A document is thousands of new dicts that live until it is sent: their
-        allocation set off the collector inside the job's steps, a full
-        collection holding the loop for 11-15 ms at 4096 sessions
+        allocation set off the collector inside the job's steps, and a full
+        collection held the loop for milliseconds at thousands of sessions
         (docs/benchmarks.md). Freed by reference counting afterwards, they leave
         nothing for the collector to find; it runs again once the jobs are done.
         """
@@ -186,13 +186,14 @@ class Reactor:
         t0, c0 = now_us(), time.thread_time_ns()
         try:
             next(self.background)
+            done = False
         except StopIteration:
-            t1 = now_us()
-            self.lag.background.step(t1 - t0, (time.thread_time_ns() - c0) // 1000)
+            done = True
+        t1 = now_us()
+        self.lag.background.step(t1 - t0, (time.thread_time_ns() - c0) // 1000)
+        if done:
             self.lag.background.finished(t1)
             self._next_job()
-        else:
-            self.lag.background.step(now_us() - t0, (time.thread_time_ns() - c0) // 1000)
 
     def run_background(self) -> None:
         """Background steps for up to ``turn_us``, ending early when a timer falls due."""

@@ -10,7 +10,7 @@ import stat
 import time
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..wire.control import Diag, State
 
@@ -28,6 +28,8 @@ DIAG_NAMES = {
 }
 
 
+T = TypeVar("T")
+
 # Sessions encoded per step of a dump (json's C encoder: a few µs each).
 ENCODE_SLICE_SESSIONS = 32
 # Stands in for the session list while the rest is encoded: JSON text can hold it
@@ -35,9 +37,8 @@ ENCODE_SLICE_SESSIONS = 32
 _SESSIONS_MARK = "\x00sessions\x00"
 
 
-def encode(doc: dict[str, Any]) -> bytes:
-    """The document in one go (tests)."""
-    steps = encode_steps(doc)
+def run_steps(steps: Generator[None, None, T]) -> T:
+    """A paced job's steps run back to back; its result (start-up, tests)."""
     while True:
         try:
             next(steps)
@@ -66,15 +67,14 @@ def encode_steps(
     return f"{before}[{', '.join(parts)}]{after}\n".encode()
 
 
-# Bytes written per step of a dump: 4096 sessions are 3.7 MB of JSON, which in
-# one write held the loop for 7 ms (docs/benchmarks.md).
+# Bytes written per step of a dump: thousands of sessions are megabytes of JSON,
+# which in one write held the loop for milliseconds (docs/benchmarks.md).
 WRITE_CHUNK = 256 * 1024
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """:func:`write_atomic_steps` in one go."""
-    for _ in write_atomic_steps(path, data):
-        pass
+    """:func:`write_atomic_steps` in one go (tests)."""
+    run_steps(write_atomic_steps(path, data))
 
 
 def write_atomic_steps(path: Path, data: bytes, *, chunk: int = WRITE_CHUNK) -> Generator[None, None, None]:

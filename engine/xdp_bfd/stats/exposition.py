@@ -1,7 +1,7 @@
 """The per-session series of the Prometheus exposition, written a slice at a time.
 
 prometheus_client builds an object per sample and formats it in one call: at
-4096 sessions that was a quarter of a second of the loop in one piece
+thousands of sessions that held the loop for many periods in one piece
 (docs/benchmarks.md). Here each session's labels are escaped once, every
 family is written in slices of sessions between which the loop runs its
 timers, and the text is what prometheus_client writes for the same families

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..core.clock import now_us
 from ..core.host import Loop, Stats
+from ..core.stats_format import run_steps
 from .exposition import session_series
 
 log = logging.getLogger("xdp_bfd")
@@ -200,8 +201,7 @@ def exposition(doc: dict[str, Any], out: list[str]) -> Generator[None, None, Non
 def exposition_text(doc: dict[str, Any]) -> str:
     """The same in one go (tests)."""
     out: list[str] = []
-    for _ in exposition(doc, out):
-        pass
+    run_steps(exposition(doc, out))
     return "".join(out)
 
 
