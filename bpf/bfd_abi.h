@@ -13,6 +13,13 @@
 #ifndef BFD_MAX_SESSIONS
 #define BFD_MAX_SESSIONS 4096
 #endif
+/*
+ * A discriminator the engine chose names its session's slot in its low bits
+ * (docs/fastpath.md, "Slots"), so a packet's Your Discriminator leads to the
+ * slot without a hash lookup; the slot's cfg.local_discr confirms it, and any
+ * other discriminator (bfdd's, a handed-over session's) goes through by_discr.
+ */
+#define BFD_DISCR_SLOT_MASK 0xffff
 
 /*
  * Values the RFCs define, restated here for C. Their reference in this
@@ -131,6 +138,7 @@ _Static_assert(sizeof(struct bfd_ctrl) == BFD_CONTROL_LEN, "struct bfd_ctrl is t
 	X(PASS_REPEAT, pass_repeat)       \
 	X(AUTH_STEADY, auth_steady)       \
 	X(POLL_REPEAT, poll_repeat)       \
+	X(DISCR_HASH, discr_by_hash)      \
 	X(DROP_IP_OPTIONS, ip_options)    \
 	X(DROP_FRAGMENT, fragment)        \
 	X(DROP_TTL, ttl)                  \
@@ -201,7 +209,7 @@ struct bfd_echo_key {
 #define BFD_ECHO_MAX_RTT_NS 10000000000  /* older than 10 s (or from the future): stale */
 struct bfd_echo_probe {
 	__be32 magic;
-	__be32 discr;           /* our discriminator of the session: its slot via by_discr */
+	__be32 discr;           /* our discriminator of the session: it leads to the slot (xdp_bfd.c) */
 	__be32 seq;             /* from 1, per generation */
 	__be32 gen;             /* echo_rtt[slot].gen when it was sent */
 	__be64 tx_ns;           /* CLOCK_MONOTONIC (bpf_ktime_get_ns) when it was sent */
@@ -291,7 +299,7 @@ struct bfd_gate {
 	__u64 deadman_ns;       /* 0: no dead-man gate */
 	__u32 nslots;           /* the sweep looks at slots [0, nslots) */
 	__u32 spread_cpus;      /* --spread-pass: non-BFD traffic goes to spread_cpu[0, n); 0: off */
-	__u64 sweep_ns;         /* the sweep runs the table at most this often (the engine scales it with nslots) */
+	__u64 sweep_ns;         /* the longest gap between walks of the table (sweep.c; the engine scales it with nslots) */
 };
 
 /*

@@ -316,6 +316,30 @@ static __always_inline void swap_macs(struct ethhdr *eth)
 }
 
 /*
+ * The session a discriminator of ours names, and its slot. One the engine chose
+ * carries its slot in its low bits (bfd_abi.h), confirmed by the slot's own
+ * cfg.local_discr: one array lookup, no hash. Any other (bfdd's, one handed over
+ * from an engine that numbered differently) is found through by_discr.
+ */
+static __always_inline struct bfd_cfg *cfg_of_discr(__u32 d, __u32 *idx)
+{
+	__u32 k = d & BFD_DISCR_SLOT_MASK;
+	struct bfd_cfg *c = slot_cfg.lookup(&k);
+
+	if (c && c->local_discr == d) {
+		*idx = k;
+		return c;
+	}
+	__u32 *slot = by_discr.lookup(&d);
+
+	if (!slot)
+		return NULL;
+	count(BFD_C_DISCR_HASH);
+	*idx = *slot;
+	return slot_cfg.lookup(idx);
+}
+
+/*
  * One of our own echoes, back from the peer's forwarding plane: stamped into
  * echo_rtt and dropped (it has done its work). Ours only if it names one of
  * our sessions and comes addressed to ourselves, to the address and on the
@@ -325,12 +349,10 @@ static __always_inline void swap_macs(struct ethhdr *eth)
  */
 static __always_inline int echo_return(struct parsed *p, const struct bfd_echo_probe *e)
 {
-	__u32 d = bpf_ntohl(e->discr);
-	__u32 *slot = by_discr.lookup(&d);
+	__u32 idx;
 
-	if (!slot)
+	if (!cfg_of_discr(bpf_ntohl(e->discr), &idx))
 		return -1;
-	__u32 idx = *slot;
 	struct bfd_state *st = slot_state.lookup(&idx);
 	struct bfd_echo_rtt *r = echo_rtt.lookup(&idx);
 	if (!st || !r || !same16(p->key.local, p->key.peer) || !same16(p->key.local, st->rx_local) ||
@@ -769,23 +791,23 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 	if (!my_discr)
 		return drop(BFD_C_DROP_MY_DISCR);
 
-	__u32 *slot;
+	__u32 idx;
+	struct bfd_cfg *c;
 	if (your_discr) {
-		__u32 d = bpf_ntohl(your_discr);
-
-		slot = by_discr.lookup(&d);
-		if (!slot)
+		c = cfg_of_discr(bpf_ntohl(your_discr), &idx);
+		if (!c)
 			return drop(BFD_C_DROP_YOUR_DISCR);
 	} else {
 		if (bfd_state(bfd) >= BFD_STATE_INIT)  /* Init or Up must name our discriminator */
 			return drop(BFD_C_DROP_YOUR_DISCR_ZERO);
-		slot = lookup_by_path(&p.key);
+		__u32 *slot = lookup_by_path(&p.key);
+
 		p.key.ifindex = ctx->ingress_ifindex;
 		if (!slot)
 			return drop(BFD_C_DROP_NO_SESSION);
+		idx = *slot;
+		c = slot_cfg.lookup(&idx);
 	}
-	__u32 idx = *slot;
-	struct bfd_cfg *c = slot_cfg.lookup(&idx);
 	struct bfd_state *st = slot_state.lookup(&idx);
 	if (!c || !st || !(c->flags & BFD_CFG_ACTIVE))
 		return drop(BFD_C_DROP_NO_SESSION);

@@ -103,6 +103,7 @@ def test_kernel_answers_the_steady_state(fast_pair, mode, timing):
 
 def _steady_state(fp: FastPair, mode: str, before: dict, w) -> None:
     csum_errors = fp.p.snmp()
+    counters = fp.engine.stats()["counters"]
     mark = fp.cap.snapshot()[-1].ts
     wait_until(
         lambda: len([p for p in fp.ours(fp.cap.snapshot()) if p.ts > mark]) >= 300,
@@ -139,6 +140,11 @@ def _steady_state(fp: FastPair, mode: str, before: dict, w) -> None:
     print(f"{mode}: ours {ours}\n{mode}: FRR  {theirs}")
     assert ours.max < 2 * INTERVAL_MS
     assert (after["state"], after["flaps"]) == ("up", 0)
+    # The discriminator we chose named the slot: of the peer's packets the kernel counted
+    # for the session (each found by its Your Discriminator), none needed the hash (bfd_abi.h).
+    now = fp.engine.stats()
+    assert now["sessions"][0]["rx_packets"] - before["rx_packets"] >= 250
+    assert now["counters"]["discr_by_hash"] == counters["discr_by_hash"], (now["counters"], counters)
 
 
 def test_peer_poll_is_answered_by_the_kernel_and_the_rate_follows(fast_pair, timing):

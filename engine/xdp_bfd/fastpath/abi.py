@@ -86,6 +86,7 @@ _OWNER = {
 _OWNER_STATE = {"RUNNING": "BFD_OWNER_RUNNING", "HANDED_OVER": "BFD_OWNER_HANDED_OVER"}
 _SIZES = {
     "max_sessions": "BFD_MAX_SESSIONS",
+    "discr_slot_mask": "BFD_DISCR_SLOT_MASK",
     "control_len": "BFD_CONTROL_LEN",
     "pkt_max": "BFD_PKT_MAX",
     "sweep_chunk": "BFD_SWEEP_CHUNK",
@@ -154,6 +155,7 @@ class Abi:
     OwnerState: type[enum.IntEnum]  # its BFD_OWNER_STATE values
     ports: tuple[int, int, int]  # single-hop, multihop, echo
     max_sessions: int
+    discr_slot_mask: int  # a discriminator's bits that name its slot, when the engine chose it
     control_len: int
     pkt_max: int  # the longest control packet (with keyed SHA1's section): cfg.expect, tick_cfg.pkt
     sweep_chunk: int

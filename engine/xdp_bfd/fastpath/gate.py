@@ -13,8 +13,7 @@ from typing import Any
 # The sweep's timer on every CPU. A walk runs when the earliest expiry it
 # foresaw is due, and at least every sweep_ns for what it could not foresee (a
 # session heard for the first time): short for few sessions, growing with the
-# table so that those walks cost at most about 1 % of a core (sweep.c; the
-# header's comment on sweep_ns predates this and stays, as the layout id hashes it).
+# table so that those walks cost at most about 1 % of a core (sweep.c).
 SWEEP_TICK_NS = 500_000
 SWEEP_MIN_NS = SWEEP_TICK_NS
 SWEEP_MAX_NS = 5_000_000

@@ -58,6 +58,7 @@ class Offload:
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
         self.control_len, self.pkt_max = fp.abi.control_len, fp.abi.pkt_max
+        self.discr_slot_mask = fp.abi.discr_slot_mask
         self.pass_hold_us = fp.abi.constants["BFD_PASS_HOLD_IDLE_NS"] // 1000
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
@@ -108,7 +109,7 @@ class Offload:
         # Every session gets a slot, offloaded or not: XDP validates every BFD
         # packet on the interfaces it watches and drops those of unknown sessions.
         s = entry.session
-        slot = self.slots.alloc()
+        slot = self.slots.alloc(prefer=s.local_discr & self.discr_slot_mask)
         entry.slot = slot
         entry.epoch = 1
         entry.offloaded = self.offloaded(entry)
@@ -366,6 +367,8 @@ class Offload:
         counters["pass_repeat"] = totals.pop("pass_repeat", 0)  # not a reject: BFD_PASS_HOLD_NS
         counters["auth_steady"] = totals.pop("auth_steady", 0)  # the verified packet again: accepted
         counters["poll_repeat"] = totals.pop("poll_repeat", 0)  # answered with Final, event not repeated
+        # Found through the hash, not the discriminator's slot bits (bfd_abi.h): not a verdict, a path.
+        counters["discr_by_hash"] = totals.pop("discr_by_hash", 0)
         counters["echo_tx"] = totals.pop("echo_tx", 0)
         counters["echo_rx"] = totals.pop("echo_rx", 0)  # our own echo back (fastpath.echo), not a reject
         counters["tx_early"] = totals.pop("tx_early", 0)

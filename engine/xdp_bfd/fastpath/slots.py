@@ -3,7 +3,9 @@
 A slot holds a session's kernel configuration (``slot_cfg``, written by the
 engine) and the kernel's view of it (``slot_state``, written by the
 programs); three indexes map what a packet carries (its addresses, Your
-Discriminator, an echo's peer) to the slot. The sweep's range is the gate's.
+Discriminator, an echo's peer) to the slot, and a discriminator the engine
+chose names its slot in its low bits besides (bfd_abi.h), when the slot
+could be had. The sweep's range is the gate's.
 """
 
 from __future__ import annotations
@@ -45,8 +47,21 @@ class Slots:
         """Slots ever handed out: the sweep's range, kept in the gate."""
         return self.gate.nslots
 
-    def alloc(self) -> int:
-        if self._free:
+    def alloc(self, prefer: int | None = None) -> int:
+        """A free slot: ``prefer`` when it is free and keeps the sweep's range dense."""
+        n = self.gate.nslots
+        if (
+            prefer is not None
+            and prefer not in self._used
+            and (prefer < n or prefer == n < self.max_sessions)
+        ):
+            # The one the discriminator names (bfd_abi.h): XDP finds it without a hash.
+            if prefer == n:
+                self.gate.nslots += 1
+            else:
+                self._free.remove(prefer)
+            slot = prefer
+        elif self._free:
             slot = self._free.pop()
         elif self.gate.nslots < self.max_sessions:
             slot = self.gate.nslots

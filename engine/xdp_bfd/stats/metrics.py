@@ -119,6 +119,7 @@ class StatsCollector(Collector):
             "xdp_pass",
             "pass_repeat",
             "poll_repeat",
+            "discr_by_hash",
             "auth_steady",
             "echo_tx",
             "echo_rx",

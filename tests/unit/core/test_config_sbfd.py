@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import random
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,17 @@ def _engine(tmp_path: Path, cli: tuple[ReflectorConfig, ...] = (), *, xdp: bool 
     return engine
 
 
+class _Draws(random.Random):
+    """A generator that draws the given numbers, in order."""
+
+    def __init__(self, *draws: int) -> None:
+        super().__init__(0)
+        self.draws = list(draws)
+
+    def randrange(self, *_args, **_kw) -> int:  # type: ignore[override]
+        return self.draws.pop(0)
+
+
 def _session(engine: Engine, discr: int) -> None:
     cfg = SessionConfig(local=ipaddress.ip_address("127.0.0.1"), peer=ipaddress.ip_address("127.0.0.2"))
     engine.add_session(cfg, "file", discr=discr)
@@ -88,8 +100,10 @@ def test_reflectors_are_reserved_and_handed_to_the_xdp_reflector(tmp_path):
         engine.set_reflectors(engine.check_reflectors([ReflectorConfig(8)], "s.yml"))
         assert sunk == [{7: ReflectorConfig(7), 8: ReflectorConfig(8)}]
         assert not engine.discr_free(7) and not engine.discr_free(8) and engine.discr_free(9)
-        engine.table._next_discr = 7  # the next allocations would be 7, 8: both skipped
-        assert engine.allocate_discr() == 9
+        big = [ReflectorConfig(8), ReflectorConfig(1 << 16), ReflectorConfig(2 << 16)]
+        engine.set_reflectors(engine.check_reflectors(big, "s.yml"))
+        engine.table._rng = _Draws(1, 2, 3)  # index 0 under high halves 1, 2: both reflectors'
+        assert engine.allocate_discr() == 3 << 16
     finally:
         engine.shutdown()
 

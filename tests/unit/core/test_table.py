@@ -30,11 +30,27 @@ def _dg(src: str, dst: str, *, multihop: bool = False, ifindex: int = 0) -> Data
     )
 
 
-def test_discriminators_are_unique_and_nonzero() -> None:
+def test_discriminators_are_unique_nonzero_and_index_the_smallest_free_slot() -> None:
     t = SessionTable(random.Random(3))
-    t._next_discr = 0xFFFFFFFF  # the wrap skips 0
-    seen = {t.allocate_discr() for _ in range(3)}
-    assert 0 not in seen and len(seen) == 3
+    first = [_entry(t, local=None, peer=A(f"198.19.0.{i}")) for i in range(2, 6)]
+    discrs = [e.session.local_discr for e in first]
+    assert len(set(discrs)) == 4 and 0 not in discrs
+    assert [d & 0xFFFF for d in discrs] == [0, 1, 2, 3]
+    assert len({d >> 16 for d in discrs}) > 1  # the high halves are drawn, not counted
+    t.pop(discrs[1])
+    t.pop(discrs[2])
+    assert t.allocate_discr() & 0xFFFF == 1  # the smallest given back first
+    # A discriminator we did not choose (bfdd's) takes its index too.
+    _entry_with(t, (7 << 16) | 1, peer=A("198.19.0.9"))
+    assert t.allocate_discr() & 0xFFFF == 2
+    _entry_with(t, (9 << 16) | 2, peer=A("198.19.0.10"))
+    assert t.allocate_discr() & 0xFFFF == 4
+
+
+def _entry_with(table: SessionTable, discr: int, **cfg) -> Entry:
+    e = Entry(Session(SessionConfig(local=None, **cfg), discr, now_us=0), _Tx(), "dplane")  # type: ignore[arg-type]
+    table.insert(e)
+    return e
 
 
 def test_your_discriminator_finds_the_session_only_from_its_own_peer() -> None:
