@@ -24,6 +24,8 @@
 
 BFD_TABLE("hash", struct bfd_key, __u32, sessions, BFD_MAX_SESSIONS);
 BFD_TABLE("hash", __u32, __u32, by_discr, BFD_MAX_SESSIONS);
+/* Slot + 1 (0: none) of the session whose discriminator has these low bits, when they are not its slot. */
+BFD_TABLE("array", __u32, __u32, discr_slot, BFD_DISCR_SLOT_MASK + 1);
 BFD_TABLE("hash", struct bfd_echo_key, __u32, echo_peers, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_cfg, slot_cfg, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS);

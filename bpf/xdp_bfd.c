@@ -316,10 +316,13 @@ static __always_inline void swap_macs(struct ethhdr *eth)
 }
 
 /*
- * The session a discriminator of ours names, and its slot. One the engine chose
- * carries its slot in its low bits (bfd_abi.h), confirmed by the slot's own
- * cfg.local_discr: one array lookup, no hash. Any other (bfdd's, one handed over
- * from an engine that numbered differently) is found through by_discr.
+ * The session a discriminator of ours names, and its slot, each candidate
+ * confirmed by its slot's own cfg.local_discr. One the engine chose carries its
+ * slot in its low bits (bfd_abi.h): one array lookup. Any other (bfdd's) is
+ * found through discr_slot, which the engine keeps for the first session with
+ * those low bits: two. The hash is left for the rest (two sessions' numbers
+ * sharing their low bits, a session handed over by an engine that numbered
+ * otherwise).
  */
 static __always_inline struct bfd_cfg *cfg_of_discr(__u32 d, __u32 *idx)
 {
@@ -329,6 +332,17 @@ static __always_inline struct bfd_cfg *cfg_of_discr(__u32 d, __u32 *idx)
 	if (c && c->local_discr == d) {
 		*idx = k;
 		return c;
+	}
+	__u32 *named = discr_slot.lookup(&k);
+
+	if (named && *named) {
+		__u32 s = *named - 1;
+
+		c = slot_cfg.lookup(&s);
+		if (c && c->local_discr == d) {
+			*idx = s;
+			return c;
+		}
 	}
 	__u32 *slot = by_discr.lookup(&d);
 

@@ -362,6 +362,9 @@ class Ctx:
     remote: dict[str, int]
     auth_local: int  # the engine's discriminator of the auth session
     unknown: int  # a discriminator no session has
+    # No session's either, but with the low bits of each session's own, which name
+    # its slot (docs/fastpath.md, "Slots"): the slot's check must refuse it.
+    near: dict[str, int]
 
 
 def ctx_of(live: Live) -> Ctx:
@@ -370,7 +373,9 @@ def ctx_of(live: Live) -> Ctx:
     auth_local = live.auth_baseline["local_discr"]
     taken = {*local.values(), auth_local, live.down_baseline["local_discr"]}
     unknown = next(x for x in (local["v4"] ^ 0x5A5A5A5A, 0xFFFFFFFE, 12345) if x and x not in taken)
-    return Ctx(local, remote, auth_local, unknown)
+    near = {n: d ^ 0x5A5A0000 for n, d in local.items()}
+    assert not taken & set(near.values())
+    return Ctx(local, remote, auth_local, unknown, near)
 
 
 def genuine(live: Live, name: str, **over: object) -> bytes:
@@ -841,6 +846,12 @@ def _family_cases(fam: str) -> list[Case]:
             "your_discr",
             fam,
             lambda lv, c: frame(lv, fam, genuine(lv, fam, your_discr=c.unknown)),
+        ),
+        Case(
+            f"{fam}_your_discr_names_the_slot_not_the_session",
+            "your_discr",
+            fam,
+            lambda lv, c: frame(lv, fam, genuine(lv, fam, your_discr=c.near[fam])),
         ),
         Case(f"{fam}_your_discr_0_state_up", "your_discr_zero", fam, g(your_discr=0)),
         Case(f"{fam}_your_discr_0_state_init", "your_discr_zero", fam, g(your_discr=0, state="init")),

@@ -37,7 +37,7 @@ class FastPath:
         bpf = self.program.bpf
         # With --pin the gate is shared with a running engine until it hands over.
         self.gate = Gate(bpf["gate"], deadman_us * 1000, shared=pin is not None)
-        self.slots = Slots(bpf, self.gate, self.max_sessions)
+        self.slots = Slots(bpf, self.gate, self.max_sessions, self.abi.discr_slot_mask)
         self.counters = Counters(bpf, self.abi.counters)
         self.events = Events(bpf)
         self.tick_counters = Counters(bpf, self.abi.tick_counters, "tick_counters")

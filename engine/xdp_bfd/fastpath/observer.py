@@ -58,7 +58,6 @@ class Offload:
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
         self.control_len, self.pkt_max = fp.abi.control_len, fp.abi.pkt_max
-        self.discr_slot_mask = fp.abi.discr_slot_mask
         self.pass_hold_us = fp.abi.constants["BFD_PASS_HOLD_IDLE_NS"] // 1000
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
@@ -109,7 +108,7 @@ class Offload:
         # Every session gets a slot, offloaded or not: XDP validates every BFD
         # packet on the interfaces it watches and drops those of unknown sessions.
         s = entry.session
-        slot = self.slots.alloc(prefer=s.local_discr & self.discr_slot_mask)
+        slot = self.slots.alloc(s.local_discr)
         entry.slot = slot
         entry.epoch = 1
         entry.offloaded = self.offloaded(entry)

@@ -31,25 +31,29 @@ def mapped16(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> byte
 class Slots:
     """The slot allocator and the per-session maps of one bcc module."""
 
-    def __init__(self, bpf: Any, gate: Gate, max_sessions: int) -> None:
+    def __init__(self, bpf: Any, gate: Gate, max_sessions: int, discr_mask: int) -> None:
         self.cfg = bpf["slot_cfg"]
         self.state = bpf["slot_state"]
         self.sessions = bpf["sessions"]
         self.by_discr = bpf["by_discr"]
+        self.discr_slot = bpf["discr_slot"]
         self.echo_peers = bpf["echo_peers"]
         self.gate = gate
         self.max_sessions = max_sessions
+        self.discr_mask = discr_mask  # the bits of a discriminator that name a slot (bfd_abi.h)
         self._free: list[int] = []
         self._used: set[int] = set()
+        self._named: dict[int, int] = {}  # low bits -> the slot discr_slot gives them to
 
     @property
     def nslots(self) -> int:
         """Slots ever handed out: the sweep's range, kept in the gate."""
         return self.gate.nslots
 
-    def alloc(self, prefer: int | None = None) -> int:
-        """A free slot: ``prefer`` when it is free and keeps the sweep's range dense."""
+    def alloc(self, discr: int | None = None) -> int:
+        """A free slot: the one ``discr``'s low bits name if free and it keeps the sweep's range dense."""
         n = self.gate.nslots
+        prefer = None if discr is None else discr & self.discr_mask
         if (
             prefer is not None
             and prefer not in self._used
@@ -89,11 +93,21 @@ class Slots:
             local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
         ):
             table[key] = ctypes.c_uint32(slot)
+        low = discr & self.discr_mask
+        if low != slot and self._named.get(low, slot) == slot:
+            # Not its own slot (bfdd numbered it): the low bits lead there unless taken. An
+            # entry an engine before us left is harmless: XDP checks the slot's discriminator.
+            self._named[low] = slot
+            self.discr_slot[self.discr_slot.Key(low)] = ctypes.c_uint32(slot + 1)
 
     def uninstall(
         self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
     ) -> None:
         self.cfg[self.cfg.Key(slot)] = self.cfg.Leaf()
+        low = discr & self.discr_mask
+        if self._named.get(low) == slot:
+            del self._named[low]
+            self.discr_slot[self.discr_slot.Key(low)] = ctypes.c_uint32(0)
         for table, key in self._index_keys(
             local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
         ):

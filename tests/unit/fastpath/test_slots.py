@@ -59,9 +59,9 @@ class _Gate(SimpleNamespace):
 
 
 def _slots(max_sessions: int = 8) -> Slots:
-    bpf = {name: _Table() for name in ("slot_cfg", "slot_state", "by_discr")}
+    bpf = {name: _Table() for name in ("slot_cfg", "slot_state", "by_discr", "discr_slot")}
     bpf["sessions"], bpf["echo_peers"] = _Table(_PathKey), _Table(_EchoKey)
-    return Slots(bpf, _Gate(nslots=0, writes=0), max_sessions)  # type: ignore[arg-type]
+    return Slots(bpf, _Gate(nslots=0, writes=0), max_sessions, 0xFFFF)  # type: ignore[arg-type]
 
 
 def _path(i: int) -> dict:
@@ -74,10 +74,16 @@ def _path(i: int) -> dict:
     }
 
 
-def _take(s: Slots, prefer: int) -> int:
-    slot = s.alloc(prefer=prefer)
+def _take(s: Slots, discr: int) -> int:
+    slot = s.alloc(discr)
     s.install(slot, **_path(slot))
     return slot
+
+
+def _named(s: Slots) -> dict[int, int]:
+    """discr_slot as XDP reads it: low bits -> slot, without the empty entries."""
+    table = s.discr_slot
+    return {int.from_bytes(k, "little"): v.value - 1 for k, v in table.items() if v.value}
 
 
 def test_the_core_numbers_discriminators_in_the_bits_the_kernel_reads() -> None:
@@ -103,7 +109,7 @@ def test_a_full_table_gives_a_freed_slot_and_then_refuses() -> None:
     s.uninstall(0, **_path(0))
     assert _take(s, 0) == 0  # inside the range although the range is full
     with pytest.raises(KernelError):
-        s.alloc(prefer=2)
+        s.alloc(2)
 
 
 def test_discriminators_the_core_chooses_land_in_their_slots() -> None:
@@ -114,5 +120,24 @@ def test_discriminators_the_core_chooses_land_in_their_slots() -> None:
         d = t.allocate_discr()
         config = SessionConfig(local=None, peer=ipaddress.ip_address(f"198.19.1.{i}"))
         t.insert(Entry(Session(config, d, now_us=0), None, "file"))  # type: ignore[arg-type]
-        landed.append(s.alloc(prefer=d & mask) == d & mask)
+        landed.append(s.alloc(d) == d & mask)
     assert all(landed) and s.nslots == 20
+
+
+def test_a_number_the_engine_did_not_choose_is_led_to_its_slot_by_its_low_bits() -> None:
+    s = _slots()
+    bfdd = [0x5EED0001, 0x0BAD0007, 0x77770007]  # the last two share their low bits
+    slots = []
+    for d in bfdd:
+        slot = s.alloc(d)
+        s.install(slot, **{**_path(slot), "discr": d})
+        slots.append(slot)
+    assert slots == [0, 1, 2]  # 1 and 7 lay past the end: the range stays dense
+    assert _named(s) == {1: 0, 7: 1}  # the first with low bits 7 has them; the other stays on the hash
+    s.uninstall(1, **{**_path(1), "discr": bfdd[1]})
+    assert _named(s) == {1: 0}
+    s.uninstall(2, **{**_path(2), "discr": bfdd[2]})  # never named: nothing of another's is cleared
+    assert _named(s) == {1: 0}
+    # The engine's own numbers sit in their slots and need no entry.
+    own = s.alloc(0x12340001 & ~0xFFFF | 1)
+    assert own == 1 and _named(s) == {1: 0}
