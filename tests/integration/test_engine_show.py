@@ -127,10 +127,12 @@ def test_show_sessions_json_and_counters_from_the_command_line(kernel_rig):
     res = show("counters", "--pid", pid)
     assert res.returncode == 0, res.stderr
     assert "fast path verdicts" in res.stdout and "drops by reason" in res.stdout
-    xdp_tx = next(line.split()[1] for line in res.stdout.splitlines() if line.split()[:1] == ["xdp_tx"])
-    assert int(xdp_tx) > 0, res.stdout
+    verdicts = {w[0]: w[1] for w in map(str.split, res.stdout.splitlines()) if len(w) == 2}
+    # XDP judged the peer's packets: each was answered, or skipped as early because the
+    # transmit clock had just sent (every one of them can be, the clock's phase decides).
+    assert int(verdicts["xdp_tx"]) + int(verdicts["tx_early"]) > 0, res.stdout
     counters = json.loads(show("counters", "--json", "--pid", pid).stdout)
-    assert counters["fast_path"]["xdp_tx"] > 0
+    assert counters["fast_path"]["xdp_tx"] + counters["fast_path"]["tx_early"] > 0
     assert set(counters["drops"]) >= {"ttl", "version", "no_session"}
     (s,) = counters["sessions"]
     assert (s["peer"], s["ifname"]) == (str(b.ip4), "veth-d") and s["kernel_tx_packets"] > 0
