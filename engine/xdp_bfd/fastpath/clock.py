@@ -119,7 +119,15 @@ class Clock:
         self.serviced(entry)
 
     def adopted(self, entry: Entry) -> None:
-        """A session handed over with its slot (--pin): its frame may be in flight, keep it going."""
+        """A session handed over with its slot (--pin): its frame may be in flight, keep it going.
+
+        Only taken in here: the host services every adopted session once all of
+        them are in, so the budget holds every clock the predecessor left
+        running before any session is decided. Decided one by one in the order
+        of the handed-over table, the first unclocked sessions would take the
+        budget and running clocks be refused: a swap costs two class changes
+        (docs/benchmarks.md) and restarts a frame.
+        """
         assert entry.slot is not None
         c = self.cfg[self.cfg.Key(entry.slot)]
         self.ticks[entry.slot] = Tick(
@@ -133,7 +141,6 @@ class Clock:
         )
         if self.ticks[entry.slot].running:
             self.load += ticks_per_s(int(c.period_ns))
-        self.serviced(entry)
 
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:

@@ -117,13 +117,16 @@ class Offload:
         self.serviced(entry)
 
     def adopted(self, entry: Entry) -> None:
-        """A session handed over with its slot (--pin): the kernel's view of it is already there."""
+        """A session handed over with its slot (--pin): the kernel's view of it is already there.
+
+        Its configuration is written when the host services it, once every
+        adopted session is in (the predecessor's serves until then).
+        """
         assert entry.slot is not None
         s = entry.session
         self.by_slot[entry.slot] = s.local_discr
         self.slots.install(entry.slot, **self._index(entry))
         st = self.slots.read_state(entry.slot)
-        self.serviced(entry)
         if entry.detect_armed and st.expired_epoch == entry.epoch:
             # The sweep reported this silence while no engine was reading its ring.
             log.info("kernel-tx: discriminator %d expired during the handover", s.local_discr)
