@@ -53,7 +53,9 @@ from harness.wait import wait_until
 
 GONE_RE = re.compile(r"pin: engine (\d+) handed over and was gone ([\d.]+) ms after the request(.*)")
 OWN_RE = re.compile(r"own part ([\d.]+) ms, exit ([\d.]+) ms")
-HANDED_RE = re.compile(r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms")
+HANDED_RE = re.compile(
+    r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms(?: \(encoding ([\d.]+)\))?"
+)
 
 
 class Notify:
@@ -123,6 +125,7 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
         "old_own_ms": float(own.group(1)) if own else None,
         "old_exit_ms": float(own.group(2)) if own else None,
         "handover_ms_old_log": float(h.group(3)) if h else None,
+        "encoding_ms_old_log": float(h.group(4)) if h and h.group(4) else None,
         "state_bytes": int(h.group(2)) if h else None,
         "spawn_to_mainpid_s": round(t_main - t_spawn, 3),
         "spawn_to_ready_s": round(t_ready - t_spawn, 3),

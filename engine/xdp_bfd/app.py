@@ -183,17 +183,19 @@ def run(args: Options) -> int:
         # /proc reads, lazy imports) cost most, and would otherwise fall on
         # the first SIGUSR1, under the reservation.
         engine.stats()
+        engine.mark("stats warmed")
         # Everything made so far (bcc's tables, the compiled program's
         # metadata, the sessions) lives as long as the engine: out of the
         # collector's sight, a full collection scans only what came since.
         # Without it one collection took tens of milliseconds of loop time
         # under the reservation (docs/benchmarks.md), enough for a
-        # userspace-sent session to miss its detection time.
+        # userspace-sent session to miss its detection time. With the fast
+        # path, what the compile made was frozen before a takeover's request
+        # (pin.startup.settle_after_compile): this walks only what came since.
         gc.collect()
         gc.freeze()
         footprint.trim_heap()
-        if started is not None:
-            log.debug("memory: %d kB of the compiler's pages unmapped", footprint.shed_compiler_pages())
+        engine.mark("memory settled")
         # Last: bcc has compiled (compiling under a real-time class trips RT
         # throttling), and nothing forks from here on.
         reserved = reserve_scheduling(args.sched_deadline)

@@ -2,9 +2,10 @@
 
 The engine compiles its programs once, with LLVM and clang in-process, and
 never again; what they leave mapped is paid for when the process exits, and
-a handover (--pin) waits on the old engine's exit. Both calls run once, before
-the deadline reservation, and are best-effort: a failure costs exit time,
-nothing else.
+a handover (--pin) waits on the old engine's exit. Both run right after the
+compile, before a running engine is asked to leave (the successor's time to
+serve would otherwise include them), and the heap is trimmed once more before
+the deadline reservation. Best-effort: a failure costs exit time, nothing else.
 """
 
 from __future__ import annotations

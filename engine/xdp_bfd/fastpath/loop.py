@@ -45,6 +45,12 @@ def _disable_ipv6(ifname: str) -> None:
         Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1\n")
 
 
+def load_netlink() -> None:
+    """Import the netlink library now: its import is slow enough to show on a takeover's critical path."""
+    with contextlib.suppress(ImportError):  # ShapedLoop says it is missing
+        import pyroute2  # noqa: F401, PLC0415
+
+
 class ShapedLoop:
     """The loop's two ends, its qdiscs and classes, and the socket that sends frames in."""
 

@@ -7,6 +7,7 @@ and the order is strict: plan, request, read the state, attach, then serve.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..core import footprint
 from ..core.errors import EngineError
 from ..core.handoff import DPLANE_CONNECTION
 from ..core.host import Host
@@ -27,7 +29,7 @@ from ..fastpath.echo import EchoOriginator
 from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
-from ..fastpath.loop import ShapedLoop, remove_loop
+from ..fastpath.loop import ShapedLoop, load_netlink, remove_loop
 from ..fastpath.observer import Offload
 from ..fastpath.sbfd import Reflector
 from ..session import SessionConfig
@@ -87,6 +89,25 @@ class Started:
         handover_state.restore(self.host, self.offload, self.state, configs, clock=self.clock)
 
 
+def settle_after_compile(kernel_clock: bool) -> None:
+    """What follows the compile, done before a running engine is asked to leave.
+
+    Each of these costs a takeover's critical path (request -> serving) when
+    done after the request, and none needs the sessions: the netlink library
+    the transmit clock's loop is driven with (a slow import), the collection
+    of the compile's garbage and the freeze of what survives it (the last
+    collection then walks only what came since), the trimmed heap and the
+    compiler's unmapped pages (docs/benchmarks.md, "A takeover's critical
+    path").
+    """
+    if kernel_clock:
+        load_netlink()
+    gc.collect()
+    gc.freeze()
+    footprint.trim_heap()
+    log.debug("memory: %d kB of the compiler's pages unmapped", footprint.shed_compiler_pages())
+
+
 def start_fast_path(
     host: Host, notifier: Notifier, args: FastPathOptions, succeed: Predecessor | None = None
 ) -> Started:
@@ -111,6 +132,7 @@ def start_fast_path(
         with outside_real_time("compiled"):
             fp = FastPath(args.deadman_us, pin=pin)
         host.add_closer(fp.close)
+        settle_after_compile(args.kernel_clock)
         if host.stop_pending() and (
             succeed is not None or (plan is not None and plan.kind in ("takeover", "replace"))
         ):
