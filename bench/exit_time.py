@@ -27,6 +27,7 @@ import signal
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))
@@ -60,10 +61,11 @@ def exit_ms(kind: str) -> float:
     if pid == 0:
         os.close(r)
         try:
-            kept = _become(kind)
+            kept = _become(kind)  # noqa: F841  (alive until the kill: a collected FastPath unloads)
             os.write(w, b"x")
             time.sleep(60)
-            del kept
+        except BaseException:
+            traceback.print_exc()  # os._exit below would swallow it; the parent only sees no "ready"
         finally:
             os._exit(0)
     os.close(w)
