@@ -109,6 +109,11 @@ def _pair(
         return up and sa["kernel_clock"] == clocked and sb["kernel_clock"] == (b_clocked and clocked)
 
     wait_until(both_up, timeout=20, what=f"both sessions Up and {'' if clocked else 'not '}kernel-clocked")
+    # Both may be Up before tcpdump has written a packet (they come up while it starts): a test
+    # marks its window from the capture's last packet, so there must be one.
+    wait_until(
+        lambda: flow(cap.snapshot(), src=str(a_ip), dst=str(b_ip)), timeout=5, what="a's packets captured"
+    )
     return ea, eb, cap, str(a_ip), str(b_ip)
 
 
