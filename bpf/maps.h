@@ -17,10 +17,18 @@
  * pinned map; the layout id in BFD_PIN_DIR is what keeps builds apart.
  */
 #ifdef BFD_PIN_DIR
-#define BFD_TABLE(type, key, leaf, name, max) BPF_TABLE_PINNED(type, key, leaf, name, max, BFD_PIN_DIR "/" #name)
+#define BFD_TABLE_F(type, key, leaf, name, max, flags) \
+	BPF_TABLE_PINNED(type, key, leaf, name, max, BFD_PIN_DIR "/" #name, flags)
 #else
-#define BFD_TABLE(type, key, leaf, name, max) BPF_TABLE(type, key, leaf, name, max)
+#define BFD_TABLE_F(type, key, leaf, name, max, flags) BPF_F_TABLE(type, key, leaf, name, max, flags)
 #endif
+#define BFD_TABLE(type, key, leaf, name, max) BFD_TABLE_F(type, key, leaf, name, max, 0)
+/*
+ * What the engine reads for every session of a stats walk is mapped into its
+ * memory instead (engine: fastpath/mapped.py): a copy out of the mapping, not a
+ * system call per session.
+ */
+#define BFD_TABLE_MAPPED(type, key, leaf, name, max) BFD_TABLE_F(type, key, leaf, name, max, BPF_F_MMAPABLE)
 
 BFD_TABLE("hash", struct bfd_key, __u32, sessions, BFD_MAX_SESSIONS);
 BFD_TABLE("hash", __u32, __u32, by_discr, BFD_MAX_SESSIONS);
@@ -28,12 +36,12 @@ BFD_TABLE("hash", __u32, __u32, by_discr, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, __u32, discr_slot, BFD_DISCR_SLOT_MASK + 1);
 BFD_TABLE("hash", struct bfd_echo_key, __u32, echo_peers, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_cfg, slot_cfg, BFD_MAX_SESSIONS);
-BFD_TABLE("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS);
+BFD_TABLE_MAPPED("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_echo_rtt, echo_rtt, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_gate, gate, 1);
 BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
 BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS);
-BFD_TABLE("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS);
+BFD_TABLE_MAPPED("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS);
 BFD_TABLE("percpu_array", __u32, __u64, tick_counters, BFD_TC_MAX);
 BFD_TABLE("hash", __u32, struct bfd_sbfd_cfg, sbfd_cfg, BFD_SBFD_MAX_REFLECTORS);
 BFD_TABLE("hash", __u32, struct bfd_sbfd_state, sbfd_state, BFD_SBFD_MAX_REFLECTORS);

@@ -39,6 +39,7 @@ from typing import Any
 from ..core.host import Entry, Host, PacketCounts
 from .kernel import FastPath
 from .loop import LOOP_A, ShapedLoop
+from .mapped import element_reader
 
 log = logging.getLogger("xdp_bfd")
 
@@ -89,7 +90,8 @@ class Clock:
         self.run_flag = int(abi.TickFlag.RUN)
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
         self.ethertype, self.magic = abi.tick_ethertype, abi.tick_magic
-        self.cfg, self.state = fp.tick_cfg, fp.tick_state
+        self.cfg = fp.tick_cfg
+        self.state_reader = element_reader(fp.tick_state, "tick_state")
         self.ticks: dict[int, Tick] = {}
         fp.events.on(abi.Event.TICK_LOST, self.on_lost)
 
@@ -281,7 +283,7 @@ class Clock:
         if entry.slot is None:
             return
         t = self.ticks.get(entry.slot, Tick())
-        st = self.state[self.state.Key(entry.slot)]
+        st = self.state_reader[entry.slot]
         out["kernel_clock"] = t.running
         out["tick_sent"] = int(st.sent)
         out["tick_skipped"] = int(st.skipped)

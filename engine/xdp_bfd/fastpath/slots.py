@@ -17,6 +17,7 @@ from typing import Any
 
 from .errors import KernelError
 from .gate import Gate
+from .mapped import element_reader
 
 
 def mapped16(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bytes:
@@ -34,6 +35,7 @@ class Slots:
     def __init__(self, bpf: Any, gate: Gate, max_sessions: int, discr_mask: int) -> None:
         self.cfg = bpf["slot_cfg"]
         self.state = bpf["slot_state"]
+        self.state_reader = element_reader(self.state, "slot_state")
         self.sessions = bpf["sessions"]
         self.by_discr = bpf["by_discr"]
         self.discr_slot = bpf["discr_slot"]
@@ -126,7 +128,8 @@ class Slots:
         self.cfg[self.cfg.Key(slot)] = leaf
 
     def read_state(self, slot: int) -> Any:
-        return self.state[self.state.Key(slot)]
+        """A copy of the slot's kernel view, read from the mapped map (fastpath/mapped.py)."""
+        return self.state_reader[slot]
 
     def adopt(self, nslots: int, used: set[int]) -> None:
         """Take over the slot table of the engine we replace (its maps are ours now)."""
