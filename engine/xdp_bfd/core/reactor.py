@@ -20,21 +20,12 @@ from typing import Any
 from .clock import now_us
 from .host import Callback
 from .lag import LoopLag
+from .signals import CAUGHT_SIGNALS
 from .timerfd import TimerFd
 
 # Background work per turn of the loop without a reservation (µs): input and
 # due timers wait at most this long, plus one step, behind a stats dump.
 BACKGROUND_TURN_US = 1000
-# Signals whose default action would kill the engine: each is caught, and only
-# recorded by the handler (the loop acts, so no handler races a half-done update).
-CAUGHT_SIGNALS = (
-    signal.SIGTERM,
-    signal.SIGINT,
-    signal.SIGHUP,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-    signal.SIGWINCH,
-)
 
 
 class Reactor:

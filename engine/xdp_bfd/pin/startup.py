@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..core import footprint
+from ..core import footprint, signals
 from ..core.errors import EngineError
 from ..core.handoff import DPLANE_CONNECTION
 from ..core.host import Host
@@ -129,7 +129,8 @@ def start_fast_path(
     predecessor = None
     marks: list[tuple[str, int]] = []
     try:
-        with outside_real_time("compiled"):
+        # Signals that come meanwhile wait for the end of the load (core/signals.py).
+        with outside_real_time("compiled"), signals.held():
             fp = FastPath(args.deadman_us, pin=pin)
         host.add_closer(fp.close)
         settle_after_compile(args.kernel_clock)

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from xdp_bfd.core.clock import now_us
-from xdp_bfd.core.reactor import CAUGHT_SIGNALS, Reactor
+from xdp_bfd.core.reactor import Reactor
+from xdp_bfd.core.signals import CAUGHT_SIGNALS
 
 
 def test_calls_run_in_deadline_order_and_only_when_due() -> None:
