@@ -14,18 +14,11 @@ import time
 from pathlib import Path
 
 from harness.wait import wait_until
+from xdp_bfd.stats.locate import sigusr1_caught
 
 STORM_INTERVAL_S = 0.001
 STORM_MAX = 200_000  # a bound on the loop besides its deadline
 STORM_DEADLINE_S = 120  # two compiles at once on a busy box take under a minute
-
-
-def _catches(pid: int, sig: int) -> bool:
-    """Whether /proc/PID/status says ``sig`` has a handler (before that, it would kill the engine)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split(":", 1)[1], 16) >> (sig - 1) & 1)
-    return False
 
 
 def test_stats_requests_during_the_load_neither_fail_it_nor_get_lost(topo, engine_factory, tmp_path):
@@ -40,7 +33,8 @@ def test_stats_requests_during_the_load_neither_fail_it_nor_get_lost(topo, engin
         assert eng.proc is not None
         if eng.proc.poll() is not None:
             raise AssertionError(f"engine exited ({eng.proc.returncode}) early:\n{eng.log()}")
-        return _catches(eng.pid, signal.SIGUSR1)
+        # Before it has a handler, SIGUSR1 would kill the engine.
+        return bool(sigusr1_caught(Path(f"/proc/{eng.pid}/status").read_text()))
 
     wait_until(catching, timeout=30, interval=0.001, what="the engine catching SIGUSR1")
     sent = before_attach = 0

@@ -38,9 +38,6 @@ class MappedArray:
             raise IndexError(f"element {index} of an array of {self.entries}")
         return self.Leaf.from_buffer_copy(self._map, index * self.stride)
 
-    def close(self) -> None:
-        self._map.close()
-
 
 class LookedUpArray:
     """The same reads, one ``BPF_MAP_LOOKUP_ELEM`` each: for what cannot be mapped."""
