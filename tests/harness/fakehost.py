@@ -23,6 +23,7 @@ import heapq
 import itertools
 import random
 import selectors
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -63,10 +64,14 @@ class Wire:
         self.dport = 3784
         self.sent: list[bytes] = []
         self.closed = False
+        self.adopted: Any = None
 
     def send(self, data: bytes) -> bool:
         self.sent.append(data)
         return True
+
+    def fileno(self) -> int:
+        return -1
 
     def close(self) -> None:
         self.closed = True
@@ -185,10 +190,19 @@ class FakeHost:
         entry.tx.close()
 
     def restore_session(
-        self, config: SessionConfig, origin: str, *, sport: int, state: dict[str, Any]
+        self,
+        config: SessionConfig,
+        origin: str,
+        *,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket | None = None,
+        ifindex: int | None = None,
     ) -> Entry:
         session = Session.restore(config, state, now_us=self.now, rng=self.rng)
-        entry = Entry(session, Wire(sport), origin)
+        wire = Wire(sport)
+        wire.adopted = sock  # the predecessor's socket it was given, if any
+        entry = Entry(session, wire, origin)
         self._insert(entry)
         return entry
 

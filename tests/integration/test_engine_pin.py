@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from test_dplane_frr import rig  # noqa: F401  (the fixture, shared with the dplane tests)
@@ -182,6 +183,8 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
     """One takeover judged on its own window; returns request -> old engine gone (ms)."""
     downs = _downs(frr)
     eng = engines[-1]
+    sockets = _source_sockets(eng.pid)
+    assert len(sockets) == N_SESSIONS, sockets
     # A machine (or an FRR peer) STALL_MS late explains a Down without us.
     with timing.window(f"takeover {n + 1} ({N_SESSIONS} sessions)", stall_ms=STALL_MS) as w:
         cap = capture_factory(p, "veth-p")
@@ -190,6 +193,9 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         assert eng.wait_exit(timeout=20) == 75, eng.log()
         line = new.wait_log("pin: adopted", timeout=20)
         assert f"{N_SESSIONS} sessions" in line
+        # Each session sends from the socket it had (pin/session_sockets.py): same port, same socket.
+        assert f"kept {N_SESSIONS} of their sockets" in line, line
+        assert _source_sockets(new.pid) == sockets
         gone = re.search(r"gone ([\d.]+) ms after the request", new.log())
         assert gone, new.log()
         # The warm-up before the request (SIGWINCH, acknowledged in the owner record) happened.
@@ -225,6 +231,17 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         assert downs_after == downs, f"FRR counted {downs_after - downs} down event(s)"
         assert all_up
     return float(gone.group(1))
+
+
+def _source_sockets(pid: int) -> dict[int, int]:
+    """Source port -> socket inode of the sessions' sockets in ``pid``'s network namespace."""
+    out = {}
+    for line in Path(f"/proc/{pid}/net/udp").read_text().splitlines()[1:]:
+        fields = line.split()
+        port = int(fields[1].rsplit(":", 1)[1], 16)
+        if port >= 49152:
+            out[port] = int(fields[9])
+    return out
 
 
 def _first_fault(ours_flow, theirs_flow, ours: str, theirs: str, engines) -> list[tuple[float, str]]:

@@ -187,7 +187,13 @@ class Engine:
     def count_drop(self, reason: str) -> None:
         self.drops[reason] += 1
 
-    def _transmitter(self, config: SessionConfig, sport: int | None = None) -> Transmitter:
+    def _transmitter(
+        self,
+        config: SessionConfig,
+        sport: int | None = None,
+        sock: socket.socket | None = None,
+        ifindex: int | None = None,
+    ) -> Transmitter:
         return Transmitter(
             self.ports,
             local=config.local,
@@ -195,6 +201,8 @@ class Engine:
             interface=config.interface,
             multihop=config.multihop,
             sport=sport,
+            sock=sock,
+            ifindex=ifindex,
         )
 
     def add_session(self, config: SessionConfig, origin: str, *, discr: int | None = None) -> Entry:
@@ -211,11 +219,18 @@ class Engine:
         return entry
 
     def restore_session(
-        self, config: SessionConfig, origin: str, *, sport: int, state: dict[str, Any]
+        self,
+        config: SessionConfig,
+        origin: str,
+        *,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket | None = None,
+        ifindex: int | None = None,
     ) -> Entry:
         session = Session.restore(config, state, now_us=now_us(), rng=self.rng)
         session.demand_poll_us = self.demand_poll_us
-        entry = Entry(session, self._transmitter(config, sport), origin)
+        entry = Entry(session, self._transmitter(config, sport, sock, ifindex), origin)
         self.table.insert(entry)
         return entry
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import socket
+
     from ..session import RemoteParamsChanged, Session, SessionConfig, SessionKey, StateChanged
     from .handoff import Handoff
 
@@ -41,6 +43,9 @@ class Tx(Protocol):
 
     def send(self, data: bytes) -> bool:
         """Send one packet; False when the kernel refused it (counted, never raised)."""
+
+    def fileno(self) -> int:
+        """The socket's descriptor (a ``--pin`` successor is passed it); -1 when there is none."""
 
     def close(self) -> None: ...
 
@@ -159,12 +164,22 @@ class Sessions(Protocol):
     def remove_session(self, discr: int, *, admin_down: bool = True) -> None: ...
 
     def restore_session(
-        self, config: SessionConfig, origin: str, *, sport: int, state: dict[str, Any]
+        self,
+        config: SessionConfig,
+        origin: str,
+        *,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket | None = None,
+        ifindex: int | None = None,
     ) -> Entry:
         """Recreate a session a predecessor handed over (``Session.export()``'s ``state``).
 
         It joins the table without observers being told and without being
         serviced: the caller sets what else it carried, then services it.
+        ``sock``: the predecessor's socket for it, checked by
+        ``core.netio.adoptable`` (else one is made on ``sport``); ``ifindex``
+        its interface's index when the caller looked it up.
         """
 
     def service(self, entry: Entry, now: int) -> None:

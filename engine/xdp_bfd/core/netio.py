@@ -35,6 +35,7 @@ IPV6_PKTINFO = getattr(socket, "IPV6_PKTINFO", 50)
 IPV6_RECVHOPLIMIT = getattr(socket, "IPV6_RECVHOPLIMIT", 51)
 IPV6_HOPLIMIT = getattr(socket, "IPV6_HOPLIMIT", 52)
 SO_BINDTODEVICE = getattr(socket, "SO_BINDTODEVICE", 25)
+IFNAMSIZ = 16
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 RCVBUF_BYTES = 4 << 20
 TOS_CS6 = 0xC0  # network control, as bfdd sends
@@ -152,21 +153,35 @@ class Transmitter:
         multihop: bool,
         dport: int | None = None,
         sport: int | None = None,
+        sock: socket.socket | None = None,
+        ifindex: int | None = None,
     ) -> None:
+        """``sock``: a socket made for this very session (checked by :func:`adoptable`), kept.
+
+        ``ifindex``: the interface's index when the caller knows it (a restore
+        of many sessions looks each interface up once).
+        """
         self.family = socket.AF_INET6 if peer.version == 6 else socket.AF_INET
         self.peer = peer
         self.dport = dport or (PORT_MULTIHOP if multihop else PORT_SINGLE_HOP)
-        self.ifindex = socket.if_nametoindex(interface) if interface else 0
+        if ifindex is None:
+            ifindex = socket.if_nametoindex(interface) if interface else 0
+        self.ifindex = ifindex
         self._ports = ports
+        if sock is not None:
+            if sport is None:
+                raise ValueError("an adopted socket comes with its source port")
+            # Its hop limit and class as this build sets them, whoever made it.
+            self._set_hops_and_class(sock)
+            sock.setblocking(False)
+            ports.used.add(sport)
+            self.sport, self.sock = sport, sock
+            return
         s = socket.socket(self.family, socket.SOCK_DGRAM)
         try:
             if self.family == socket.AF_INET6:
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 255)
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, TOS_CS6)
-            else:
-                s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 255)
-                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, TOS_CS6)
+            self._set_hops_and_class(s)
             if interface and not multihop:
                 s.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, interface.encode())
             self.sport = self._bind(s, local, sport)
@@ -175,6 +190,14 @@ class Transmitter:
             s.close()
             raise
         self.sock = s
+
+    def _set_hops_and_class(self, s: socket.socket) -> None:
+        if self.family == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 255)
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, TOS_CS6)
+        else:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 255)
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, TOS_CS6)
 
     def _bind(self, s: socket.socket, local: Address | None, prefer: int | None) -> int:
         host = str(local) if local is not None else ("::" if self.family == socket.AF_INET6 else "0.0.0.0")
@@ -207,7 +230,51 @@ class Transmitter:
             return False
         return True
 
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
     def close(self) -> None:
         self._ports.release(self.sport)
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def adoptable(
+    sock: socket.socket, *, local: Address | None, peer: Address, interface: str | None, multihop: bool,
+    sport: int,
+) -> str | None:  # fmt: skip
+    """Why ``sock`` is not the socket :class:`Transmitter` makes for this session; None when it is.
+
+    For a socket another engine passed: a UDP socket of the peer's family
+    (IPv6 only, for IPv6), bound to ``local`` (any address when None) and
+    ``sport``, and to the interface when single-hop: what cannot change once
+    bound. The hop limit and class the Transmitter sets again. ``sock`` may
+    claim the wrong family (it was made from a bare descriptor): what the
+    kernel reports is what counts.
+    """
+    try:
+        kind = sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
+        name = sock.getsockname()
+        device = sock.getsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, IFNAMSIZ).split(b"\0", 1)[0]
+    except OSError as e:
+        return f"not a socket we can read ({e.strerror or e})"
+    if kind != socket.SOCK_DGRAM:
+        return f"socket type {kind}, not a datagram socket"
+    family = socket.AF_INET6 if peer.version == 6 else socket.AF_INET
+    if not isinstance(name, tuple) or len(name) != (4 if family == socket.AF_INET6 else 2):
+        return f"bound to {name!r}, not an IPv{peer.version} address"
+    if family == socket.AF_INET6 and not sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY):
+        return "an IPv6 socket that takes IPv4 too"
+    host, port = name[0], name[1]
+    want_host = str(local) if local is not None else ("::" if family == socket.AF_INET6 else "0.0.0.0")
+    try:
+        same_host = ipaddress.ip_address(host.split("%", 1)[0]) == ipaddress.ip_address(want_host)
+    except ValueError:
+        same_host = False
+    if not same_host or port != sport:
+        return f"bound to {host} port {port}, not {want_host} port {sport}"
+    want_device = interface.encode() if interface and not multihop else b""
+    if device != want_device:
+        have = device.decode(errors="replace") or "none"
+        return f"bound to device {have!r}, not {want_device.decode() or 'none'!r}"
+    return None

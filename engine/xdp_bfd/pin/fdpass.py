@@ -51,10 +51,15 @@ class PassError(Exception):
     """The descriptors cannot be passed; the message says why (one log line)."""
 
 
-def address(root: Path) -> bytes:
-    """The rendezvous name: the same for both engines of one pin directory, short whatever its path."""
+def address(root: Path, channel: bytes = b"") -> bytes:
+    """The rendezvous name: the same for both engines of one pin directory, short whatever its path.
+
+    ``channel`` names a second rendezvous beside the bfddp one (the sessions'
+    sockets, session_sockets.py): an engine of an older build listens on the
+    first only, so it never takes one channel's messages for the other's.
+    """
     digest = hashlib.sha256(str(root).encode()).hexdigest()[:24]
-    return b"\0xdp-bfd/handover/" + digest.encode()
+    return b"\0xdp-bfd/handover/" + digest.encode() + channel
 
 
 @dataclass
@@ -111,18 +116,16 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def send(root: Path, header: dict[str, Any], pending_in: bytes, pending_out: bytes,
-         socks: dict[str, socket.socket]) -> int:  # fmt: skip
-    """Old engine: pass ``socks`` (by name) to the successor listening for ``root``; its pid.
+def connect(root: Path, channel: bytes = b"") -> tuple[socket.socket, int]:
+    """Old engine: a connection to the successor listening for ``root`` and its pid (PassError if none).
 
-    Never blocks: the successor is listening before it signals us, and one
-    datagram either fits in the socket at once or the handover falls back.
+    Non-blocking: the successor is listening before it signals us, and a
+    message either fits in the socket at once or the handover falls back.
     """
-    names = [n for n in FD_NAMES if n in socks]
-    payload = pack({**header, "fds": names}, pending_in, pending_out)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK) as s:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK)
+    try:
         try:
-            s.connect(address(root))
+            s.connect(address(root, channel))
         except OSError as e:
             raise PassError(f"no successor listening ({e.strerror or e})") from None
         try:
@@ -131,6 +134,19 @@ def send(root: Path, header: dict[str, Any], pending_in: bytes, pending_out: byt
             raise PassError(f"SO_PEERCRED: {e.strerror or e}") from None
         if uid != os.geteuid() or _comm(pid) != "xdp-bfd":
             raise PassError(f"the listener is pid {pid} (uid {uid}, {_comm(pid) or 'gone'}), not an engine")
+    except PassError:
+        s.close()
+        raise
+    return s, pid
+
+
+def send(root: Path, header: dict[str, Any], pending_in: bytes, pending_out: bytes,
+         socks: dict[str, socket.socket]) -> int:  # fmt: skip
+    """Old engine: pass ``socks`` (by name) to the successor listening for ``root``; its pid."""
+    names = [n for n in FD_NAMES if n in socks]
+    payload = pack({**header, "fds": names}, pending_in, pending_out)
+    s, pid = connect(root)
+    with s:
         if len(payload) > 65536:
             # The default send buffer (wmem_default) holds about 200 KiB per datagram.
             with contextlib.suppress(OSError):
@@ -145,12 +161,12 @@ def send(root: Path, header: dict[str, Any], pending_in: bytes, pending_out: byt
 class Inbox:
     """Successor: the listening end, opened before the old engine is signalled."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, channel: bytes = b"") -> None:
         self.sock = socket.socket(
             socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
         )
         try:
-            self.sock.bind(address(root))
+            self.sock.bind(address(root, channel))
             self.sock.listen(1)
         except OSError as e:
             self.sock.close()
@@ -163,16 +179,27 @@ class Inbox:
         finally:
             self.close()
 
-    def _take(self, sender: int) -> Parcel | None:
+    def accept_from(self, sender: int) -> socket.socket | None:
+        """The connection ``sender`` made (non-blocking), None when it made none; PassError if another did."""
         try:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError):
             return None
-        with conn:
+        try:
             pid, _uid = _peer(conn)
             if pid != sender:
                 raise PassError(f"a parcel came from pid {pid}, not from engine {sender}")
             conn.setblocking(False)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _take(self, sender: int) -> Parcel | None:
+        conn = self.accept_from(sender)
+        if conn is None:
+            return None
+        with conn:
             try:
                 data, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, MAX_FDS, socket.MSG_CMSG_CLOEXEC)
             except (BlockingIOError, InterruptedError):
@@ -228,4 +255,15 @@ def collect(inbox: Inbox | None, sender: int) -> Parcel | None:
     return parcel
 
 
-__all__ = ["Inbox", "Parcel", "PassError", "address", "collect", "open_inbox", "pack", "send", "unpack"]
+__all__ = [
+    "Inbox",
+    "Parcel",
+    "PassError",
+    "address",
+    "collect",
+    "connect",
+    "open_inbox",
+    "pack",
+    "send",
+    "unpack",
+]

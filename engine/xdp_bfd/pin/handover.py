@@ -38,9 +38,10 @@ from ..core.host import Host
 from ..fastpath.abi import Abi
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
-from . import state
+from . import session_sockets, state
 from .directory import read_owner
 from .errors import HandoverError
+from .fdpass import PassError
 
 log = logging.getLogger("xdp_bfd")
 
@@ -179,6 +180,7 @@ def hand_over(host: Host, offload: Offload) -> None:
         gc.enable()
         log.error("pin: cannot hand over: %s; still serving", e)
         return
+    _pass_sockets(host, fp.pin.root)
     host.handoff.depart(fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
     fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.HANDED_OVER, len(blob), done_ns=time.monotonic_ns())
     log.info(
@@ -193,6 +195,19 @@ def hand_over(host: Host, offload: Offload) -> None:
     # No shutdown: the XDP program stays attached and answering, the maps stay
     # pinned, and no AdminDown goes out. The kernel closes the rest.
     os._exit(75)
+
+
+def _pass_sockets(host: Host, root: Path) -> None:
+    """Give the successor every session's socket (session_sockets.py); it makes afresh what it lacks."""
+    items = [(discr, e.tx.sport, fd) for discr, e in host.sessions.items() if (fd := e.tx.fileno()) >= 0]
+    if not items:
+        return
+    try:
+        pid, n = session_sockets.send(root, items)
+    except PassError as e:
+        log.info("pin: the sessions' sockets were not passed (%s); a successor makes its own", e)
+        return
+    log.info("pin: passed %d of %d sessions' sockets to engine %d", n, len(items), pid)
 
 
 __all__ = [

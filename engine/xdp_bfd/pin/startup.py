@@ -33,7 +33,7 @@ from ..fastpath.loop import ShapedLoop, load_netlink, remove_loop
 from ..fastpath.observer import Offload
 from ..fastpath.sbfd import Reflector
 from ..session import SessionConfig
-from . import directory, fdpass, handover
+from . import directory, fdpass, handover, session_sockets
 from . import state as handover_state
 from .errors import HandoverError
 from .succession import Predecessor
@@ -74,6 +74,8 @@ class Started:
     predecessor: int | None = None
     # A takeover's phases, (name, CLOCK_MONOTONIC ns) from the request on (empty outside one).
     marks: list[tuple[str, int]] = field(default_factory=list)
+    # The predecessor's session sockets (session_sockets.py), taken by the restore.
+    sockets: session_sockets.Passed | None = None
 
     def mark(self, phase: str) -> None:
         if self.marks:
@@ -86,7 +88,13 @@ class Started:
         secrets of authenticated sessions come from there, never from the state.
         """
         assert self.state is not None
-        handover_state.restore(self.host, self.offload, self.state, configs, clock=self.clock)
+        try:
+            handover_state.restore(
+                self.host, self.offload, self.state, configs, clock=self.clock, sockets=self.sockets
+            )
+        finally:
+            if self.sockets is not None:
+                self.sockets.close()
 
 
 def settle_after_compile(kernel_clock: bool) -> None:
@@ -127,6 +135,7 @@ def start_fast_path(
             raise EngineError(str(e)) from None
     handed = None
     predecessor = None
+    passed = None
     marks: list[tuple[str, int]] = []
     try:
         # Signals that come meanwhile wait for the end of the load (core/signals.py).
@@ -155,8 +164,10 @@ def start_fast_path(
             notifier.main_pid()
             assert pin is not None
             inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
+            socket_inbox = session_sockets.open_inbox(pin.root) if plan.kind == "takeover" else None
             gone = handover.request(plan.pid, pin.root, build)
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
+            passed = session_sockets.collect(socket_inbox, plan.pid)
             log.info("pin: engine %d handed over and %s", plan.pid, gone)
             predecessor = plan.pid
             marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
@@ -164,6 +175,9 @@ def start_fast_path(
             handed = handover.load(fp)
             if handed is None:
                 fp.slots.reset()
+                if passed is not None:
+                    passed.close()  # no sessions to give them to: their ports are free again
+                    passed = None
             if marks:
                 marks.append(("state read", time.monotonic_ns()))
         if pin is not None:
@@ -214,4 +228,4 @@ def start_fast_path(
         host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
-    return Started(host, offload, clock, reflector, handed, predecessor, marks)
+    return Started(host, offload, clock, reflector, handed, predecessor, marks, passed)

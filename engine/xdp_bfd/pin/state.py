@@ -34,6 +34,7 @@ import json
 import logging
 import operator
 import os
+import socket
 import struct
 import zlib
 from collections import Counter
@@ -44,10 +45,12 @@ from typing import Any
 from ..core.clock import now_us
 from ..core.handoff import DPLANE_SESSIONS
 from ..core.host import Entry, Host
+from ..core.netio import adoptable
 from ..fastpath.clock import Clock
 from ..fastpath.observer import Offload
 from ..session import AuthConfig, Session, SessionConfig
 from ..wire.control import AuthType, ControlPacket, Diag, Flag, State
+from .session_sockets import Passed
 
 log = logging.getLogger("xdp_bfd")
 
@@ -746,11 +749,14 @@ def restore(
     configs: Iterable[SessionConfig] = (),
     *,
     clock: Clock | None = None,
+    sockets: Passed | None = None,
 ) -> list[Entry]:
     """Recreate the handed-over sessions: same discriminators, slots and source ports.
 
     ``clock`` (the kernel transmit clock) keeps each adopted session's tick
-    frame going as the pinned ``tick_cfg`` describes it.
+    frame going as the pinned ``tick_cfg`` describes it. ``sockets``: those
+    the predecessor passed; a session keeps its own when the kernel says it is
+    what this engine would make for it, and gets a new one otherwise.
 
     ``configs`` is this engine's own configuration: an authenticated session
     takes its secret from there (matched by session key, same key type and
@@ -761,6 +767,7 @@ def restore(
     offload.slots.adopt(state.nslots, used)
     out = []
     bookkeeping: dict[int, Any] = {}
+    kept = _Kept(sockets)
     for r in state.sessions:
         config = _with_secret(r, secrets)
         if config is None:
@@ -775,7 +782,11 @@ def restore(
             )
             _forget(offload, r)
             continue
-        entry = host.restore_session(config, r.entry["origin"], sport=r.sport, state=r.state)
+        sock = kept.socket_for(r)
+        entry = host.restore_session(
+            config, r.entry["origin"], sport=r.sport, state=r.state, sock=sock,
+            ifindex=kept.ifindex(r.config.interface),
+        )  # fmt: skip
         for name, value in r.entry.items():
             setattr(entry, name, value)
         entry.drops = Counter(r.drops)
@@ -790,8 +801,67 @@ def restore(
     now = now_us()
     for entry in out:
         host.service(entry, now)
-    log.info("pin: adopted %d sessions from engine %d", len(out), state.pid)
+    log.info("pin: adopted %d sessions from engine %d%s", len(out), state.pid, kept.summary(len(out)))
     return out
+
+
+class _Kept:
+    """The restore's view of the passed sockets: each checked against its session, counted."""
+
+    def __init__(self, sockets: Passed | None) -> None:
+        self.sockets = sockets
+        self.kept = 0
+        self.refused: Counter[str] = Counter()
+        self._ifindex: dict[str, int] = {}
+
+    def ifindex(self, interface: str | None) -> int | None:
+        """Looked up once per interface for the whole restore (None: the interface is gone)."""
+        if not interface:
+            return 0
+        if interface not in self._ifindex:
+            try:
+                self._ifindex[interface] = socket.if_nametoindex(interface)
+            except OSError:
+                return None  # the Transmitter looks again, and says why it cannot
+        return self._ifindex[interface]
+
+    def socket_for(self, r: Record) -> socket.socket | None:
+        if self.sockets is None:
+            return None
+        fd = self.sockets.take(r.state["_local_discr"], r.sport)
+        if fd is None:
+            return None
+        c = r.config
+        family = socket.AF_INET6 if c.peer.version == 6 else socket.AF_INET
+        try:
+            sock = socket.socket(family, socket.SOCK_DGRAM, 0, fileno=fd)
+        except OSError as e:
+            os.close(fd)
+            self.refused[f"not a socket ({e.strerror or e})"] += 1
+            return None
+        why = adoptable(sock, local=c.local, peer=c.peer, interface=c.interface, multihop=c.multihop,
+                        sport=r.sport)  # fmt: skip
+        if why is not None:
+            sock.close()
+            self.refused[why] += 1
+            return None
+        self.kept += 1
+        return sock
+
+    def summary(self, restored: int) -> str:
+        if self.sockets is None:
+            return ""
+        text = f"; kept {self.kept} of their sockets"
+        reasons = [f"{n} {why}" for why, n in self.refused.most_common(3)]
+        if self.sockets.refused:
+            reasons.append(
+                f"{self.sockets.refused} in a malformed message, a duplicate or under another port"
+            )
+        if reasons:
+            text += f", refused {self.refused.total() + self.sockets.refused} ({'; '.join(reasons)})"
+        if restored - self.kept:
+            text += f", made {restored - self.kept} afresh"
+        return text
 
 
 __all__ = [

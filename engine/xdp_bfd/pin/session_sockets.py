@@ -1,0 +1,159 @@
+"""``--pin``: the sessions' sockets change hands with their state.
+
+RFC 5881 §4 wants one source port for a session's whole life. Left to the
+old engine's exit, every port is free for a moment (another process could
+take one) and the successor makes each socket again: a socket, its options
+and a bind, about 15 µs a session unloaded and three times that beside 1024
+sessions' traffic (docs/benchmarks.md). Passed, the successor checks what the
+kernel says each one is (``core.netio.adoptable``) and keeps it.
+
+The rendezvous is fdpass.py's, on a channel of its own: before it signals
+the old engine, the successor listens; the old engine, once its state is
+written, connects and sends messages of at most :data:`PER_MESSAGE`
+descriptors (the kernel's limit for one message), each with a header naming
+every descriptor's session and source port, and exits. The successor reads
+them once the old engine is gone. Whatever does not arrive (no listener, a
+full socket buffer, a truncated message, a header that does not add up) is
+made afresh on its recorded port, as before; nothing passed is trusted
+beyond what the kernel reports about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..core.netio import SOURCE_PORT_FIRST, SOURCE_PORT_LAST
+from . import fdpass
+
+log = logging.getLogger("xdp_bfd")
+
+CHANNEL = b"/sessions"
+PER_MESSAGE = 253  # SCM_MAX_FD: descriptors the kernel takes in one message
+# A message's header: about 20 bytes a descriptor; the rest is room.
+MAX_MESSAGE = 16 << 10
+SEND_BUFFER = 1 << 20  # 4096 sessions take 17 messages of about 6 KiB each
+
+
+def send(root: Path, sockets: Sequence[tuple[int, int, int]]) -> tuple[int, int]:
+    """Old engine: pass ``(discriminator, source port, descriptor)`` of each session; (successor pid, passed).
+
+    Stops at the first message the socket does not take: the sessions not
+    passed are made afresh by the successor. PassError when nobody listens.
+    """
+    s, pid = fdpass.connect(root, CHANNEL)
+    passed = 0
+    with s:
+        with contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        for i in range(0, len(sockets), PER_MESSAGE):
+            chunk = sockets[i : i + PER_MESSAGE]
+            header = {"pid": os.getpid(), "fds": [[discr, sport] for discr, sport, _fd in chunk]}
+            try:
+                socket.send_fds(s, [fdpass.pack(header, b"", b"")], [fd for _d, _p, fd in chunk])
+            except OSError as e:
+                log.warning("pin: %d session sockets passed, the rest not: %s", passed, e.strerror or e)
+                break
+            passed += len(chunk)
+    return pid, passed
+
+
+class Passed:
+    """Successor: the sockets the old engine passed, by discriminator, until each is taken."""
+
+    def __init__(self, sender: int) -> None:
+        self.sender = sender
+        self.fds: dict[int, tuple[int, int]] = {}  # discriminator -> (source port, descriptor)
+        self.refused = 0  # descriptors received but unusable (closed at once)
+
+    def take(self, discr: int, sport: int) -> int | None:
+        """The descriptor passed for session ``discr`` on ``sport``, yours to close; None if none was."""
+        got = self.fds.pop(discr, None)
+        if got is None:
+            return None
+        if got[0] != sport:
+            os.close(got[1])
+            self.refused += 1
+            return None
+        return got[1]
+
+    def close(self) -> None:
+        """Close every descriptor nobody took (their sessions were not restored)."""
+        for _sport, fd in self.fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+    def receive(self, conn: socket.socket) -> None:
+        while True:
+            try:
+                data, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, PER_MESSAGE, socket.MSG_CMSG_CLOEXEC)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data and not fds:
+                return  # the old engine closed its end: that was all
+            self._add(data, fds, flags)
+
+    def _add(self, data: bytes, fds: list[int], flags: int) -> None:
+        pairs = _pairs(data, len(fds)) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else None
+        if pairs is None:
+            for fd in fds:
+                os.close(fd)
+            self.refused += len(fds)
+            return
+        for (discr, sport), fd in zip(pairs, fds, strict=True):
+            if discr in self.fds:
+                os.close(fd)
+                self.refused += 1
+            else:
+                self.fds[discr] = (sport, fd)
+
+
+def _pairs(data: bytes, n: int) -> list[tuple[int, int]] | None:
+    """Each of the message's ``n`` descriptors' (discriminator, source port); None if it says otherwise."""
+    try:
+        header, _in, _out = fdpass.unpack(data)
+    except fdpass.PassError:
+        return None
+    out = []
+    for item in header["fds"]:
+        if not (isinstance(item, list) and len(item) == 2 and all(type(v) is int for v in item)):
+            return None
+        discr, sport = item
+        if not (1 <= discr < 1 << 32 and SOURCE_PORT_FIRST <= sport <= SOURCE_PORT_LAST):
+            return None
+        out.append((discr, sport))
+    return out if len(out) == n else None
+
+
+def open_inbox(root: Path) -> fdpass.Inbox | None:
+    """Successor, before the request: the inbox for the sessions' sockets, or None (and why)."""
+    try:
+        return fdpass.Inbox(root, CHANNEL)
+    except fdpass.PassError as e:
+        log.warning("pin: %s; the sessions' sockets will be made afresh", e)
+        return None
+
+
+def collect(inbox: fdpass.Inbox | None, sender: int) -> Passed:
+    """Successor, once ``sender`` is gone: what it passed (maybe nothing, and why, logged)."""
+    passed = Passed(sender)
+    if inbox is None:
+        return passed
+    try:
+        conn = inbox.accept_from(sender)
+        if conn is not None:
+            with conn:
+                passed.receive(conn)
+    except (fdpass.PassError, OSError) as e:
+        log.warning("pin: the sessions' sockets were not received: %s; they will be made afresh", e)
+    finally:
+        inbox.close()
+    return passed
+
+
+__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "collect", "open_inbox", "send"]
