@@ -29,7 +29,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from ..core.host import Host
 from ..fastpath.abi import Abi
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
-from . import session_sockets, state
+from . import bpfsys, session_sockets, state
 from .directory import read_owner
 from .errors import HandoverError
 from .fdpass import PassError
@@ -46,6 +46,8 @@ from .fdpass import PassError
 log = logging.getLogger("xdp_bfd")
 
 HANDOVER_TIMEOUT_S = 5.0
+# How often the successor looks at the owner record while the old engine writes its state.
+HANDED_POLL_MS = 1
 # Before SIGUSR2 the successor sends this and waits (at most PREPARE_WAIT_S)
 # until the running engine says it has encoded its state once for nothing:
 # an engine idle behind its fast path has every cache cold, and its first
@@ -101,8 +103,15 @@ def _prepare(pid: int, root: Path, abi: Abi) -> float | None:
     return None
 
 
-def request(pid: int, root: Path, abi: Abi) -> Departure:
-    """SIGUSR2 to the running engine; returns when it was gone (raises HandoverError)."""
+def request(pid: int, root: Path, abi: Abi, meanwhile: Callable[[], None] | None = None) -> Departure:
+    """SIGUSR2 to the running engine; returns when it was gone (raises HandoverError).
+
+    ``meanwhile`` runs once the old engine has marked its state written (the
+    owner record says handed over) while it exits: the successor decodes the
+    state then, instead of after the exit (docs/operations.md). Nothing in it
+    may touch what the old engine still holds until it is gone: its sweep runs
+    and its sockets are open until the kernel closes them.
+    """
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -113,7 +122,7 @@ def request(pid: int, root: Path, abi: Abi) -> Departure:
         os.kill(pid, signal.SIGUSR2)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        if not poller.poll(HANDOVER_TIMEOUT_S * 1000):
+        if not _wait_exit(poller, root, abi, t0, meanwhile):
             raise HandoverError(f"pin: engine {pid} did not hand over within {HANDOVER_TIMEOUT_S:.0f} s")
         t1 = time.monotonic_ns()
     finally:
@@ -122,8 +131,61 @@ def request(pid: int, root: Path, abi: Abi) -> Departure:
     return Departure((t1 - t0) / 1e6, (done - t0) / 1e6 if t0 <= done <= t1 else None, t0, prepared_ms)
 
 
-def load(fp: FastPath) -> state.Handed | None:
-    """Once the old engine is gone: the state it handed over, or None (and why, logged)."""
+def _wait_exit(
+    poller: select.poll, root: Path, abi: Abi, t0: int, meanwhile: Callable[[], None] | None
+) -> bool:
+    """Until the old engine exited (True) or the timeout (False); ``meanwhile`` once it has handed over."""
+    deadline = t0 + int(HANDOVER_TIMEOUT_S * 1e9)
+    watch = _owner_watch(root, abi) if meanwhile is not None else None
+    try:
+        while watch is not None:
+            if poller.poll(HANDED_POLL_MS):
+                return True
+            if watch.handed_over():
+                assert meanwhile is not None
+                meanwhile()
+                break
+            if time.monotonic_ns() >= deadline:
+                return False
+        left_ms = max(0, (deadline - time.monotonic_ns()) // 1_000_000)
+        return bool(poller.poll(left_ms))
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+class _OwnerWatch:
+    """The owner record's state slot, read through one descriptor while the old engine writes its state."""
+
+    def __init__(self, fd: int, slot: int, handed: int) -> None:
+        self.fd, self.slot, self.handed = fd, slot, handed
+
+    def handed_over(self) -> bool:
+        try:
+            return bpfsys.lookup_u64(self.fd, self.slot) == self.handed
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _owner_watch(root: Path, abi: Abi) -> _OwnerWatch | None:
+    try:
+        fd = bpfsys.open_pinned(root / "owner")
+    except OSError:
+        return None
+    return _OwnerWatch(fd, abi.Owner.STATE, abi.OwnerState.HANDED_OVER)
+
+
+def read_state(fp: FastPath) -> state.Handed | None:
+    """The state the owner record says was handed over, or None (and why, logged).
+
+    Read as soon as the old engine marked it written (:func:`request`'s
+    ``meanwhile``) or after it is gone: the old engine writes the blob, then
+    the length, then the state slot (``Pinned.set_owner``), so a record read
+    after the state slot said handed over names the whole blob.
+    """
     assert fp.pin is not None and fp.pinned is not None
     owner = read_owner(fp.pin.root, fp.abi)
     if not owner or owner.state != fp.abi.OwnerState.HANDED_OVER or not owner.blob_len:
@@ -139,6 +201,32 @@ def load(fp: FastPath) -> state.Handed | None:
         )
         return None
     return state.decode(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions)
+
+
+class Preload:
+    """The state decoded while the old engine exits, for :func:`load` to take once it is gone."""
+
+    def __init__(self, fp: FastPath) -> None:
+        self.fp = fp
+        self.done = False
+        self.handed: state.Handed | None = None
+
+    def __call__(self) -> None:
+        t0 = time.monotonic_ns()
+        self.handed, self.done = read_state(self.fp), True
+        if self.handed is not None:
+            log.info(
+                "pin: read the state of %d sessions in %.1f ms while the old engine exits",
+                len(self.handed.sessions),
+                (time.monotonic_ns() - t0) / 1e6,
+            )
+
+
+def load(fp: FastPath, preload: Preload | None = None) -> state.Handed | None:
+    """Once the old engine is gone: the state it handed over, or None (and why, logged)."""
+    if preload is not None and preload.done:
+        return preload.handed
+    return read_state(fp)
 
 
 # --- the running engine -----------------------------------------------------------------
@@ -213,6 +301,7 @@ def _pass_sockets(host: Host, root: Path) -> None:
 __all__ = [
     "PREPARE_SIGNAL",
     "Departure",
+    "Preload",
     "hand_over",
     "load",
     "request",

@@ -136,6 +136,7 @@ def start_fast_path(
     handed = None
     predecessor = None
     passed = None
+    preload = None
     marks: list[tuple[str, int]] = []
     try:
         # Signals that come meanwhile wait for the end of the load (core/signals.py).
@@ -165,14 +166,16 @@ def start_fast_path(
             assert pin is not None
             inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
             socket_inbox = session_sockets.open_inbox(pin.root) if plan.kind == "takeover" else None
-            gone = handover.request(plan.pid, pin.root, build)
+            # The state is decoded while the old engine exits (it is written by then).
+            preload = handover.Preload(fp) if plan.kind == "takeover" else None
+            gone = handover.request(plan.pid, pin.root, build, meanwhile=preload)
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
             passed = session_sockets.collect(socket_inbox, plan.pid)
             log.info("pin: engine %d handed over and %s", plan.pid, gone)
             predecessor = plan.pid
             marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
         if plan is not None and plan.kind in ("takeover", "adopt"):
-            handed = handover.load(fp)
+            handed = handover.load(fp, preload)
             if handed is None:
                 fp.slots.reset()
                 if passed is not None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import select
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -118,3 +122,108 @@ def test_an_owner_record_announcing_more_than_a_state_may_have_is_refused(monkey
     monkeypatch.setattr(handover, "read_owner", lambda _root, _abi: announced)
     assert handover.load(fp) is None  # and nothing was read: the table is empty
     assert "the owner record says" in caplog.text and "starting fresh" in caplog.text
+
+
+# --- the successor reads the state while the old engine exits --------------------------
+
+
+class _Watch:
+    """The owner record's state slot as the successor polls it: handed over from the ``after``-th look."""
+
+    def __init__(self, after: int | None) -> None:
+        self.after, self.looks, self.closed = after, 0, False
+
+    def handed_over(self) -> bool:
+        self.looks += 1
+        return self.after is not None and self.looks >= self.after
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _old_engine() -> tuple[int, int, int]:
+    """A child standing in for the old engine: it exits 75 when its pipe is written. (pid, pidfd, pipe)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.read(r, 1)
+        os._exit(75)
+    os.close(r)
+    return pid, os.pidfd_open(pid), w
+
+
+def _poller(pidfd: int) -> select.poll:
+    p = select.poll()
+    p.register(pidfd, select.POLLIN)
+    return p
+
+
+def test_the_state_is_read_once_handed_over_while_the_old_engine_still_runs(monkeypatch) -> None:
+    watch = _Watch(after=3)
+    monkeypatch.setattr(handover, "_owner_watch", lambda _root, _abi: watch)
+    pid, pidfd, w = _old_engine()
+    alive_then = []
+
+    def meanwhile() -> None:
+        alive_then.append(os.waitpid(pid, os.WNOHANG) == (0, 0))
+        os.write(w, b"x")  # now it may go
+
+    try:
+        assert handover._wait_exit(_poller(pidfd), Path("/x"), abi.load(), time.monotonic_ns(), meanwhile)
+    finally:
+        os.close(pidfd)
+        os.close(w)
+    assert alive_then == [True]  # read before the exit, not after it
+    assert watch.looks == 3 and watch.closed
+    assert os.waitpid(pid, 0)[1] >> 8 == 75
+
+
+def test_an_engine_that_exits_without_handing_over_is_not_read_early(monkeypatch) -> None:
+    watch = _Watch(after=None)
+    monkeypatch.setattr(handover, "_owner_watch", lambda _root, _abi: watch)
+    pid, pidfd, w = _old_engine()
+    ran = []
+    os.write(w, b"x")
+    try:
+        assert handover._wait_exit(
+            _poller(pidfd), Path("/x"), abi.load(), time.monotonic_ns(), lambda: ran.append(1)
+        )
+    finally:
+        os.close(pidfd)
+        os.close(w)
+    os.waitpid(pid, 0)
+    assert ran == [] and watch.closed
+
+
+def test_an_engine_that_neither_hands_over_nor_exits_times_out(monkeypatch) -> None:
+    monkeypatch.setattr(handover, "HANDOVER_TIMEOUT_S", 0.05)
+    for after in (None, 1):  # never handed over; handed over but never gone
+        watch = _Watch(after=after)
+        monkeypatch.setattr(handover, "_owner_watch", lambda _root, _abi, watch=watch: watch)
+        pid, pidfd, w = _old_engine()
+        t0 = time.monotonic_ns()
+        try:
+            assert not handover._wait_exit(_poller(pidfd), Path("/x"), abi.load(), t0, lambda: None)
+            assert (time.monotonic_ns() - t0) / 1e9 < 1.0
+        finally:
+            os.write(w, b"x")
+            os.close(pidfd)
+            os.close(w)
+            os.waitpid(pid, 0)
+
+
+def test_load_takes_the_preloaded_state_and_reads_only_without_one(monkeypatch) -> None:
+    reads: list[SimpleNamespace] = []
+
+    def read_state(_fp):
+        reads.append(SimpleNamespace(sessions=[1, 2]))
+        return reads[-1]
+
+    monkeypatch.setattr(handover, "read_state", read_state)
+    fp = object()
+    preload = handover.Preload(fp)  # type: ignore[arg-type]
+    first = handover.load(fp, preload)  # type: ignore[arg-type]
+    assert first is reads[0]  # it never ran: read now
+    preload()
+    assert handover.load(fp, preload) is reads[1] and len(reads) == 2  # type: ignore[arg-type]
+    assert handover.load(fp, preload) is reads[1] and len(reads) == 2  # type: ignore[arg-type]
