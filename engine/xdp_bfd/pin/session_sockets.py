@@ -65,8 +65,7 @@ def send(root: Path, sockets: Sequence[tuple[int, int, int]]) -> tuple[int, int]
 class Passed:
     """Successor: the sockets the old engine passed, by discriminator, until each is taken."""
 
-    def __init__(self, sender: int) -> None:
-        self.sender = sender
+    def __init__(self) -> None:
         self.fds: dict[int, tuple[int, int]] = {}  # discriminator -> (source port, descriptor)
         self.refused = 0  # descriptors received but unusable (closed at once)
 
@@ -141,7 +140,7 @@ def open_inbox(root: Path) -> fdpass.Inbox | None:
 
 def collect(inbox: fdpass.Inbox | None, sender: int) -> Passed:
     """Successor, once ``sender`` is gone: what it passed (maybe nothing, and why, logged)."""
-    passed = Passed(sender)
+    passed = Passed()
     if inbox is None:
         return passed
     try:
