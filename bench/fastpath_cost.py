@@ -121,11 +121,18 @@ class Injector:
             raise
 
     def paced(self, frames: dict[str, bytes], *, rate: float, seconds: float) -> int:
-        """Each frame on its interface ``rate`` times a second for ``seconds`` (absolute deadlines)."""
+        """Each frame on its interface ``rate`` times a second for ``seconds`` (absolute deadlines).
+
+        Which frame goes first rotates tick by tick: the first after the sender wakes
+        finds the machine colder than the next (bench/cold_floor.py), and a fixed order
+        would charge that to the same program every time.
+        """
         start, sent = time.monotonic(), 0
+        order = list(frames.items())
         for i in range(int(rate * seconds)):
             benchlib.monotonic_sleep_until(start + i / rate)
-            for ifname, f in frames.items():
+            for j in range(len(order)):
+                ifname, f = order[(i + j) % len(order)]
                 self.socks[ifname].send(f)
                 sent += 1
         return sent
