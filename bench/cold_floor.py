@@ -13,11 +13,13 @@ swap MACs, XDP_TX) plus one shape of map access:
 * ``line_large``   one cache line of a 4096-element array (vmalloc'd: 4 KiB pages
   of their own, a page walk when the TLB has lost them);
 * ``separate``     what the engine's control path touches, with its own layouts
-  (bfd_abi.h) in the maps it had until session 27: ``slot_cfg`` (4096, plain),
-  ``slot_state`` (4096, mmapable), ``gate`` and the per-CPU ``counters``, the same
-  fields read and written, the counters added atomically — its logic left out;
-* ``slot``         the same fields in the engine's ``slots`` as it has them now
-  (``struct bfd_slot``: both halves in one element of one mmapable array);
+  and maps (bfd_abi.h; bpf/maps.h): ``slot_cfg`` (4096, plain), ``slot_state``
+  (4096, mmapable), ``gate`` and the per-CPU ``counters``, the same fields read
+  and written, the counters added atomically — its logic left out;
+* ``slot``         the same fields with both structures in one element of one
+  mmapable array (each on its own cache lines, 512 bytes an element: never
+  across two pages), the layout tried and not kept in session 27
+  (docs/benchmarks.md, "What a cold packet pays for");
 * ``slot_alone``   ``slot`` without the gate and the per-CPU counter: what those two
   lines add.
 
@@ -66,7 +68,11 @@ BPF_ARRAY(small, struct small, 32);
 BPF_ARRAY(large, struct small, BFD_MAX_SESSIONS);
 BPF_ARRAY(slot_cfg, struct bfd_cfg, BFD_MAX_SESSIONS);
 BPF_F_TABLE("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS, BPF_F_MMAPABLE);
-BPF_F_TABLE("array", __u32, struct bfd_slot, slots, BFD_MAX_SESSIONS, BPF_F_MMAPABLE);
+struct slot {
+	struct bfd_cfg cfg;
+	struct bfd_state st __attribute__((aligned(64)));
+} __attribute__((aligned(512)));
+BPF_F_TABLE("array", __u32, struct slot, slots, BFD_MAX_SESSIONS, BPF_F_MMAPABLE);
 BPF_ARRAY(gate, struct bfd_gate, 1);
 BPF_PERCPU_ARRAY(counters, __u64, BFD_C_MAX);
 
@@ -128,7 +134,7 @@ int floor_reflect(struct xdp_md *ctx)
 	if (!c || !st || touch(c, st, eth, ip->daddr, 0) != XDP_TX)
 		return XDP_PASS;
 #elif SHAPE == 5 || SHAPE == 6
-	struct bfd_slot *m = slots.lookup(&k);
+	struct slot *m = slots.lookup(&k);
 	if (!m || touch(&m->cfg, &m->st, eth, ip->daddr, SHAPE == 6) != XDP_TX)
 		return XDP_PASS;
 #endif

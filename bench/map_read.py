@@ -1,7 +1,7 @@
 """What reading the kernel's per-session view costs the engine: a lookup against a copy from the mapping.
 
-A stats document reads every session's ``slots`` element (its ``st`` half)
-and its ``tick_state`` element. The engine's own programs are compiled (fastpath.kernel.FastPath,
+A stats document reads every session's ``slot_state`` and ``tick_state``
+element. The engine's own programs are compiled (fastpath.kernel.FastPath,
 nothing attached, no packet sent), every element of both maps is written
 once, and then each is read ``--rounds`` times over: by ``BPF_MAP_LOOKUP_ELEM``
 through bcc (``LookedUpArray``, as the engine read them before) and as a copy
@@ -41,14 +41,11 @@ def main() -> None:
     fp = FastPath(3_000_000, max_sessions=args.sessions)
     try:
         print(f"{'map':<11} {'sessions':>8} {'lookup us/read':>15} {'mapped us/read':>15} {'ratio':>6}")
-        for name, member, field in (("slots", "st", "rx_packets"), ("tick_state", None, "sent")):
+        for name, field in (("slot_state", "rx_packets"), ("tick_state", "sent")):
             table = fp.program.bpf[name]
             for i in range(args.sessions):
                 table[table.Key(i)] = table.Leaf()
-            readers = {
-                "lookup": LookedUpArray(table, member=member),
-                "mapped": MappedArray(table, member=member),
-            }
+            readers = {"lookup": LookedUpArray(table), "mapped": MappedArray(table)}
             times: dict[str, list[float]] = {k: [] for k in readers}
             for _ in range(args.rounds):
                 for kind, reader in readers.items():

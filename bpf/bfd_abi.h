@@ -233,7 +233,7 @@ struct bfd_echo_rtt {
 	struct bfd_echo_ret ring[BFD_ECHO_RING];  /* at seq % BFD_ECHO_RING: the engine judges loss from it */
 };
 
-/* What the engine decides for a session (a slot's first half). Written by userspace only. */
+/* What the engine decides for a session. Written by userspace only. */
 struct bfd_cfg {
 	__u32 flags;
 	__u32 local_discr;
@@ -264,7 +264,7 @@ struct bfd_cfg {
 	__u64 verified_ns;      /* with BFD_CFG_AUTH: when the engine last verified a packet (the sweep's) */
 };
 
-/* What the kernel saw (a slot's second half). Written by the kernel only (counters atomically). */
+/* What the kernel saw. Written by the kernel only (counters atomically). */
 struct bfd_state {
 	__u64 last_rx_ns;
 	__u64 last_ktx_ns;
@@ -292,22 +292,6 @@ struct bfd_state {
 	__u64 test_only;        /* tests build a changed layout with this (XDP_BFD_TEST_LAYOUT_CHANGE=1) */
 #endif
 };
-
-/*
- * A session's slot: what the engine decides and what the kernel saw, in one
- * element of one array, so that a packet finds both in one place. A cold
- * packet pays for every separate page it touches, and each map's values are
- * pages of their own (bench/cold_floor.py; docs/benchmarks.md, session 27).
- * Each half starts a cache line, and an element is a whole fraction of a page:
- * no slot straddles two. The engine writes cfg through its mapping of the
- * array (engine: fastpath/slots.py), never the whole element: st is the
- * kernel's.
- */
-struct bfd_slot {
-	struct bfd_cfg cfg;
-	struct bfd_state st __attribute__((aligned(64)));
-} __attribute__((aligned(512)));
-_Static_assert(sizeof(struct bfd_slot) == 512, "a slot is an eighth of a page");
 
 /* Global knobs, written by userspace. */
 struct bfd_gate {

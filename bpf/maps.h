@@ -26,7 +26,7 @@
 /*
  * What the engine reads for every session of a stats walk is mapped into its
  * memory instead (engine: fastpath/mapped.py): a copy out of the mapping, not a
- * system call per session. A slot's cfg half is written through it too.
+ * system call per session.
  */
 #define BFD_TABLE_MAPPED(type, key, leaf, name, max) BFD_TABLE_F(type, key, leaf, name, max, BPF_F_MMAPABLE)
 
@@ -35,7 +35,8 @@ BFD_TABLE("hash", __u32, __u32, by_discr, BFD_MAX_SESSIONS);
 /* Slot + 1 (0: none) of the session whose discriminator has these low bits, when they are not its slot. */
 BFD_TABLE("array", __u32, __u32, discr_slot, BFD_DISCR_SLOT_MASK + 1);
 BFD_TABLE("hash", struct bfd_echo_key, __u32, echo_peers, BFD_MAX_SESSIONS);
-BFD_TABLE_MAPPED("array", __u32, struct bfd_slot, slots, BFD_MAX_SESSIONS);
+BFD_TABLE("array", __u32, struct bfd_cfg, slot_cfg, BFD_MAX_SESSIONS);
+BFD_TABLE_MAPPED("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_echo_rtt, echo_rtt, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_gate, gate, 1);
 BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);

@@ -70,8 +70,8 @@ static __always_inline void sweep_range(__u32 base)
 
 		if (k >= n)
 			break;
-		c = slot_cfg(k);
-		s = slot_state(k);
+		c = slot_cfg.lookup(&k);
+		s = slot_state.lookup(&k);
 		if (!c || !s)
 			break;
 		if (!(c->flags & BFD_CFG_DETECT))

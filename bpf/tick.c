@@ -160,8 +160,8 @@ int bfd_tick(struct __sk_buff *skb)
 	__u32 slot = th.slot;
 	struct bfd_tick_cfg *tc = tick_cfg.lookup(&slot);
 	struct bfd_tick_state *ts = tick_state.lookup(&slot);
-	struct bfd_cfg *c = slot_cfg(slot);
-	struct bfd_state *st = slot_state(slot);
+	struct bfd_cfg *c = slot_cfg.lookup(&slot);
+	struct bfd_state *st = slot_state.lookup(&slot);
 
 	if (!tc || !ts || !c || !st || !(tc->flags & BFD_TICK_RUN) || tc->gen != th.gen ||
 	    !(c->flags & BFD_CFG_ACTIVE) || !tc->period_ns) {

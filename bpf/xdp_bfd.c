@@ -46,21 +46,6 @@ struct parsed {
 	struct bfd_key key;      /* local = destination, peer = source */
 };
 
-/* A slot's halves (bfd_abi.h, struct bfd_slot); NULL past the table. */
-static __always_inline struct bfd_cfg *slot_cfg(__u32 k)
-{
-	struct bfd_slot *s = slots.lookup(&k);
-
-	return s ? &s->cfg : NULL;
-}
-
-static __always_inline struct bfd_state *slot_state(__u32 k)
-{
-	struct bfd_slot *s = slots.lookup(&k);
-
-	return s ? &s->st : NULL;
-}
-
 static __always_inline void count(__u32 idx)
 {
 	__u64 *c = counters.lookup(&idx);
@@ -342,7 +327,7 @@ static __always_inline void swap_macs(struct ethhdr *eth)
 static __always_inline struct bfd_cfg *cfg_of_discr(__u32 d, __u32 *idx)
 {
 	__u32 k = d & BFD_DISCR_SLOT_MASK;
-	struct bfd_cfg *c = slot_cfg(k);
+	struct bfd_cfg *c = slot_cfg.lookup(&k);
 
 	if (c && c->local_discr == d) {
 		*idx = k;
@@ -353,7 +338,7 @@ static __always_inline struct bfd_cfg *cfg_of_discr(__u32 d, __u32 *idx)
 	if (named && *named) {
 		__u32 s = *named - 1;
 
-		c = slot_cfg(s);
+		c = slot_cfg.lookup(&s);
 		if (c && c->local_discr == d) {
 			*idx = s;
 			return c;
@@ -365,7 +350,7 @@ static __always_inline struct bfd_cfg *cfg_of_discr(__u32 d, __u32 *idx)
 		return NULL;
 	count(BFD_C_DISCR_HASH);
 	*idx = *slot;
-	return slot_cfg(*idx);
+	return slot_cfg.lookup(idx);
 }
 
 /*
@@ -382,7 +367,7 @@ static __always_inline int echo_return(struct parsed *p, const struct bfd_echo_p
 
 	if (!cfg_of_discr(bpf_ntohl(e->discr), &idx))
 		return -1;
-	struct bfd_state *st = slot_state(idx);
+	struct bfd_state *st = slot_state.lookup(&idx);
 	struct bfd_echo_rtt *r = echo_rtt.lookup(&idx);
 	if (!st || !r || !same16(p->key.local, p->key.peer) || !same16(p->key.local, st->rx_local) ||
 	    st->rx_ifindex != p->key.ifindex)
@@ -439,7 +424,7 @@ static __always_inline int echo(struct parsed *p)
 	}
 	if (!slot)
 		return drop(BFD_C_DROP_ECHO_UNKNOWN);
-	struct bfd_cfg *c = slot_cfg(*slot);
+	struct bfd_cfg *c = slot_cfg.lookup(slot);
 	if (!c || !(c->flags & BFD_CFG_ECHO))
 		return drop(BFD_C_DROP_ECHO_UNKNOWN);
 	swap_macs(p->eth);
@@ -453,7 +438,7 @@ static __always_inline int echo(struct parsed *p)
 			__builtin_memcpy(&p->ip4->daddr, p->key.peer + 12, 4);
 		}
 	}
-	struct bfd_state *st = slot_state(*slot);
+	struct bfd_state *st = slot_state.lookup(slot);
 	if (st)
 		__sync_fetch_and_add(&st->echo_packets, 1);
 	count(BFD_C_ECHO_TX);
@@ -835,9 +820,9 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		if (!slot)
 			return drop(BFD_C_DROP_NO_SESSION);
 		idx = *slot;
-		c = slot_cfg(idx);
+		c = slot_cfg.lookup(&idx);
 	}
-	struct bfd_state *st = slot_state(idx);
+	struct bfd_state *st = slot_state.lookup(&idx);
 	if (!c || !st || !(c->flags & BFD_CFG_ACTIVE))
 		return drop(BFD_C_DROP_NO_SESSION);
 	/* Whatever found the session, the packet must come along its path. */

@@ -1,7 +1,4 @@
-"""The kernel's per-session view is read from the maps' memory, and it reads what the map holds.
-
-The engine's half of a slot is written there too, and a write of it leaves the kernel's half alone.
-"""
+"""The kernel's per-session view is read from the maps' memory, and it reads what the map holds."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ def _fill(leaf: ctypes.Structure, rng: random.Random) -> None:
     ctypes.memmove(ctypes.addressof(leaf), raw, len(raw))
 
 
-@pytest.mark.parametrize("name", ["slots", "tick_state"])
+@pytest.mark.parametrize("name", ["slot_state", "tick_state"])
 def test_a_mapped_element_is_the_element_a_lookup_returns(fp, name):
     """Every element written by the bpf(2) call reads back the same, the first and last included.
 
@@ -60,41 +57,7 @@ def test_a_mapped_element_is_the_element_a_lookup_returns(fp, name):
 def test_the_engine_reads_both_through_their_mappings(fp):
     """What the stats walk uses is the mapping, not a lookup that silently took its place."""
     assert isinstance(fp.slots.state_reader, MappedArray)
-    assert isinstance(fp.slots.cfg, MappedArray)
     assert isinstance(element_reader(fp.tick_state, "tick_state"), MappedArray)
     # And a map created without the flag is read by lookup: slower, still right.
-    plain = fp.program.bpf["tick_cfg"]
-    assert isinstance(element_reader(plain, "tick_cfg"), LookedUpArray)
-
-
-@pytest.mark.parametrize("how", ["mapped", "looked up"])
-def test_a_half_written_leaves_the_other_half_as_it_was(fp, how):
-    """The engine writes a slot's cfg half; what the kernel's st half holds stays, byte for byte.
-
-    Written whole (a BPF_MAP_UPDATE_ELEM of the element, as the engine wrote its
-    configuration before the halves shared an element), the kernel's half would be
-    put back to what it was when the engine built the write.
-    """
-    table = fp.program.bpf["slots"]
-    rng = random.Random(27)
-    slot = SESSIONS - 1
-    element = table.Leaf()
-    _fill(element, rng)
-    table[table.Key(slot)] = element
-    kernel_half = bytes(table[table.Key(slot)].st)
-    halves = (
-        MappedArray(table, member="cfg", writable=True)
-        if how == "mapped"
-        else LookedUpArray(table, member="cfg")
-    )
-    cfg = halves.Leaf()
-    _fill(cfg, rng)
-    halves[slot] = cfg
-    after = table[table.Key(slot)]
-    assert bytes(after.cfg) == bytes(cfg)
-    assert bytes(after.st) == kernel_half
-    assert bytes(halves[slot]) == bytes(cfg)
-    assert bytes(MappedArray(table, member="st")[slot]) == kernel_half
-    # Each half starts a cache line and an element is an eighth of a page (bfd_abi.h).
-    assert ctypes.sizeof(table.Leaf) == 512
-    assert table.Leaf.st.offset % 64 == 0
+    plain = fp.program.bpf["slot_cfg"]
+    assert isinstance(element_reader(plain, "slot_cfg"), LookedUpArray)

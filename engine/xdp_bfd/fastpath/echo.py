@@ -4,7 +4,7 @@ For each offloaded single-hop session that is Up, configured to send echo
 (``echo_tx_ms``, or bfdd's echo-mode) and whose peer advertises a Required
 Min Echo RX, the engine sends one probe per interval: addressed to ourselves,
 to the peer's MAC, out the interface the peer's packets come in on (both
-learned by XDP, the slot's ``st`` half). The peer's forwarding plane sends it back;
+learned by XDP, ``slot_state``). The peer's forwarding plane sends it back;
 XDP recognises it (``echo_return``), records its round trip in
 ``echo_rtt[slot]`` and drops it, so a return costs the engine nothing.
 

@@ -328,7 +328,7 @@ class Offload:
         )
 
     def session_stats(self, entry: Entry, out: dict[str, Any], now_ns: int) -> None:
-        """Add the kernel's view (its slot's st half, one read of the mapping) to its stats."""
+        """Add the kernel's view (the session's slot_state, one map read) to its stats."""
         if entry.slot is None:
             return
         st = self.slots.read_state(entry.slot)

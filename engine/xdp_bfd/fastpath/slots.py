@@ -1,12 +1,11 @@
 """Session slots: the slot each session has in the maps, and the indexes that lead a packet to it.
 
-A slot holds a session's kernel configuration (its ``cfg`` half, written by
-the engine through the mapping) and the kernel's view of it (its ``st`` half,
-written by the programs), one element of ``slots`` (bfd_abi.h). Three indexes
-map what a packet carries (its addresses, Your Discriminator, an echo's peer)
-to the slot, and a discriminator the engine chose names its slot in its low
-bits besides (bfd_abi.h), when the slot could be had. The sweep's range is the
-gate's.
+A slot holds a session's kernel configuration (``slot_cfg``, written by the
+engine) and the kernel's view of it (``slot_state``, written by the
+programs); three indexes map what a packet carries (its addresses, Your
+Discriminator, an echo's peer) to the slot, and a discriminator the engine
+chose names its slot in its low bits besides (bfd_abi.h), when the slot
+could be had. The sweep's range is the gate's.
 """
 
 from __future__ import annotations
@@ -34,9 +33,9 @@ class Slots:
     """The slot allocator and the per-session maps of one bcc module."""
 
     def __init__(self, bpf: Any, gate: Gate, max_sessions: int, discr_mask: int) -> None:
-        self.table = bpf["slots"]
-        self.cfg = element_reader(self.table, "slots", member="cfg", writable=True)
-        self.state_reader = element_reader(self.table, "slots", member="st")
+        self.cfg = bpf["slot_cfg"]
+        self.state = bpf["slot_state"]
+        self.state_reader = element_reader(self.state, "slot_state")
         self.sessions = bpf["sessions"]
         self.by_discr = bpf["by_discr"]
         self.discr_slot = bpf["discr_slot"]
@@ -76,8 +75,7 @@ class Slots:
         else:
             raise KernelError(f"the fast path holds at most {self.max_sessions} sessions")
         self._used.add(slot)
-        # A free slot's cfg half is empty (uninstall), so nothing writes its st half but us here.
-        self.table[self.table.Key(slot)] = self.table.Leaf()
+        self.state[self.state.Key(slot)] = self.state.Leaf()
         self.gate.write()
         return slot
 
@@ -107,7 +105,7 @@ class Slots:
     def uninstall(
         self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
     ) -> None:
-        self.cfg[slot] = self.cfg.Leaf()
+        self.cfg[self.cfg.Key(slot)] = self.cfg.Leaf()
         low = discr & self.discr_mask
         if self._named.get(low) == slot:
             del self._named[low]
@@ -127,10 +125,10 @@ class Slots:
                 ctypes.memmove(getattr(leaf, name), value, len(value))
             else:
                 setattr(leaf, name, value)
-        self.cfg[slot] = leaf
+        self.cfg[self.cfg.Key(slot)] = leaf
 
     def read_state(self, slot: int) -> Any:
-        """A copy of the slot's kernel view, read from the mapping (fastpath/mapped.py)."""
+        """A copy of the slot's kernel view, read from the mapped map (fastpath/mapped.py)."""
         return self.state_reader[slot]
 
     def adopt(self, nslots: int, used: set[int]) -> None:
@@ -145,7 +143,7 @@ class Slots:
         for table in (self.sessions, self.by_discr, self.echo_peers):
             table.clear()
         for i in range(self.max_sessions):
-            self.cfg[i] = self.cfg.Leaf()
+            self.cfg[self.cfg.Key(i)] = self.cfg.Leaf()
         self.gate.nslots = 0
         self.gate.write()
 

@@ -53,27 +53,13 @@ class _Table(dict):
         super().__delitem__(self._k(key))
 
 
-class _Slot(ctypes.Structure):
-    _fields_ = [("cfg", ctypes.c_uint8 * 8), ("st", ctypes.c_uint8 * 8)]
-
-
-class _SlotTable(_Table):
-    """``slots``: elements with the two halves, every one there (an array)."""
-
-    Leaf = _Slot
-
-    def __getitem__(self, key: object) -> _Slot:
-        return self.get(self._k(key), _Slot())
-
-
 class _Gate(SimpleNamespace):
     def write(self) -> None:
         self.writes += 1
 
 
 def _slots(max_sessions: int = 8) -> Slots:
-    bpf: dict[str, _Table] = {name: _Table() for name in ("by_discr", "discr_slot")}
-    bpf["slots"] = _SlotTable()
+    bpf = {name: _Table() for name in ("slot_cfg", "slot_state", "by_discr", "discr_slot")}
     bpf["sessions"], bpf["echo_peers"] = _Table(_PathKey), _Table(_EchoKey)
     return Slots(bpf, _Gate(nslots=0, writes=0), max_sessions, 0xFFFF)  # type: ignore[arg-type]
 

@@ -20,7 +20,7 @@ def _tree(root: Path) -> Path:
     root.chmod(0o700)
     (root / "owner").touch(0o600)
     (root / LAYOUT).mkdir(0o700)
-    (root / LAYOUT / "slots").touch(0o600)
+    (root / LAYOUT / "slot_cfg").touch(0o600)
     return root
 
 
@@ -39,8 +39,8 @@ def test_a_root_only_directory_is_trusted(tmp_path) -> None:
         ("owner", lambda p: p.chmod(0o666), "mode 0666"),
         ("owner", lambda p: os.chown(p, 1000, 1000), "owned by uid 1000"),
         (LAYOUT, lambda p: p.chmod(0o757), "mode 0757"),
-        (f"{LAYOUT}/slots", lambda p: p.chmod(0o620), "mode 0620"),
-        (f"{LAYOUT}/slots", lambda p: os.chown(p, 1000, 0), "owned by uid 1000"),
+        (f"{LAYOUT}/slot_cfg", lambda p: p.chmod(0o620), "mode 0620"),
+        (f"{LAYOUT}/slot_cfg", lambda p: os.chown(p, 1000, 0), "owned by uid 1000"),
     ],
 )
 def test_anything_others_could_write_is_refused_naming_path_owner_and_mode(tmp_path, path, change, want):
