@@ -250,7 +250,10 @@ def run_mode(mode: str, seconds: float, rounds: int) -> dict[str, Any]:
                 dc, dn = after[s][0] - before[s][0], after[s][1] - before[s][1]
                 windows[s].append(round(dn / dc, 1) if dc else None)
         out: dict[str, Any] = {"mode": mode, "windows": windows, "shapes": {}}
-        bare = statistics.median(w for w in windows["bare"] if w is not None)
+        measured = [w for w in windows["bare"] if w is not None]
+        if not measured:
+            raise RuntimeError(f"{mode}: the bare program ran on no frame in any window")
+        bare = statistics.median(measured)
         for s in SHAPES:
             got = [w for w in windows[s] if w is not None]
             med = statistics.median(got) if got else None
@@ -284,6 +287,10 @@ def main() -> int:
     if args.attach:
         return attach(args.attach[0], args.attach[1].split(","), max_seconds=600.0)
     modes = [m for m in args.modes.split(",") if m]
+    if not modes or any(m not in FLAGS for m in modes):
+        ap.error(f"--modes: one or more of {', '.join(FLAGS)}")
+    if not 1 <= args.seconds <= 600 or not 1 <= args.rounds <= 100:
+        ap.error("--seconds 1-600, --rounds 1-100")
     stamp, _, doc = benchlib.begin(
         "cold_floor", {"seconds": args.seconds, "rounds": args.rounds, "modes": modes}
     )
