@@ -309,28 +309,41 @@ def system_cpu_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, float]:
     return {f"{k}_pct": round(100 * ncpu * v / total, 2) for k, v in d.items()}
 
 
+def _prog_info(text: str) -> dict[str, Any] | None:
+    """The run stats of one fdinfo text, or None when the descriptor is not a BPF program."""
+    if "prog_type:" not in text:
+        return None
+    info: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if key in ("prog_type", "prog_id", "run_time_ns", "run_cnt", "recursion_misses"):
+            info[key] = int(value)
+        elif key == "prog_tag":
+            info[key] = value
+    return info if "prog_id" in info else None
+
+
 def bpf_prog_stats(pid: int) -> list[dict[str, Any]]:
     """run_cnt/run_time_ns of every BPF program a process holds an fd for (from fdinfo)."""
     progs: dict[int, dict[str, Any]] = {}
     fddir = Path(f"/proc/{pid}/fdinfo")
     for fd in fddir.iterdir():
         try:
-            text = fd.read_text()
+            info = _prog_info(fd.read_text())
         except OSError:
             continue
-        if "prog_type:" not in text:
-            continue
-        info: dict[str, Any] = {}
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            value = value.strip()
-            if key in ("prog_type", "prog_id", "run_time_ns", "run_cnt", "recursion_misses"):
-                info[key] = int(value)
-            elif key == "prog_tag":
-                info[key] = value
-        if "prog_id" in info:
+        if info is not None:
             progs[info["prog_id"]] = info
     return sorted(progs.values(), key=lambda i: i["prog_id"])
+
+
+def bpf_prog_fd_stats(pid: int, fd: int) -> tuple[int, int]:
+    """(run_cnt, run_time_ns) of the BPF program behind descriptor ``fd`` of process ``pid``."""
+    info = _prog_info(Path(f"/proc/{pid}/fdinfo/{fd}").read_text())
+    if info is None:
+        raise RuntimeError(f"descriptor {fd} of process {pid} is not a BPF program")
+    return info["run_cnt"], info["run_time_ns"]
 
 
 def monotonic_sleep_until(deadline: float) -> None:

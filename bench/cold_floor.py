@@ -38,19 +38,17 @@ from __future__ import annotations
 
 import argparse
 import select
-import socket
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import benchlib
 from benchlib import REPO
+from fastpath_cost import Injector, echo_frame
 from xdp_reflector import ANSWER, INCLUDES, PARSE
 
-from harness.inject import udp_frame
 from harness.netns import Topology, attach_xdp_pass
 
 SHAPES = ("bare", "line_small", "lines3_small", "line_large", "separate", "slot", "slot_alone")
@@ -179,27 +177,10 @@ def attach(mode: str, ifnames: list[str], max_seconds: float) -> int:
     return 0
 
 
-def run_stats(pid: int, fd: int) -> tuple[int, int]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return int(fields["run_cnt"]), int(fields["run_time_ns"])
-
-
-def feed(socks: list[Any], frames: list[bytes], seconds: float) -> None:
-    """Each frame on its socket RATE times a second; the first of each tick rotates (see the docstring)."""
-    n, start = len(socks), time.monotonic()
-    for i in range(int(RATE * seconds)):
-        benchlib.monotonic_sleep_until(start + i / RATE)
-        for j in range(n):
-            socks[(i + j) % n].send(frames[(i + j) % n])
-
-
 def run_mode(mode: str, seconds: float, rounds: int) -> dict[str, Any]:
     topo = Topology()
     prog: subprocess.Popen | None = None
-    socks: list[Any] = []
+    inj: Injector | None = None
     try:
         d, p = topo.namespace("d"), topo.namespace("p")
         links = [topo.veth(d, f"cf-d{i}", p, f"cf-p{i}") for i in range(len(SHAPES))]
@@ -221,31 +202,16 @@ def run_mode(mode: str, seconds: float, rounds: int) -> dict[str, Any]:
             fds[shape] = int(fd)
         if len(fds) != len(SHAPES):
             raise RuntimeError(f"the programs did not attach ({sorted(fds)})")
-        frames = []
-        for a, b in links:
-            # RFC 5881 §4: an IPv4 echo is addressed to its own sender.
-            payload = bytes([0x20, 0, 0, 24]) + (1).to_bytes(4, "big") + bytes(16)
-            frames.append(
-                udp_frame(
-                    src_mac=b.mac,
-                    dst_mac=a.mac,
-                    src=str(b.ip4),
-                    dst=str(b.ip4),
-                    sport=49999,
-                    dport=3785,
-                    payload=payload,
-                )
-            )
-            s = p.socket(socket.AF_PACKET, socket.SOCK_RAW)
-            s.bind((b.ifname, 0))
-            socks.append(s)
-        feed(socks, frames, 1.0)  # past each program's first runs
+        # The injector rotates which frame goes first in a tick (see the docstring).
+        frames = {b.ifname: echo_frame(b, a) for a, b in links}
+        inj = Injector(p, list(frames))
+        inj.paced(frames, rate=RATE, seconds=1.0)  # past each program's first runs
         windows: dict[str, list[float | None]] = {s: [] for s in SHAPES}
         for _ in range(rounds):
-            before = {s: run_stats(prog.pid, fd) for s, fd in fds.items()}
-            feed(socks, frames, seconds)
+            before = {s: benchlib.bpf_prog_fd_stats(prog.pid, fd) for s, fd in fds.items()}
+            inj.paced(frames, rate=RATE, seconds=seconds)
             time.sleep(0.05)  # the last frames through the kernel
-            after = {s: run_stats(prog.pid, fd) for s, fd in fds.items()}
+            after = {s: benchlib.bpf_prog_fd_stats(prog.pid, fd) for s, fd in fds.items()}
             for s in SHAPES:
                 dc, dn = after[s][0] - before[s][0], after[s][1] - before[s][1]
                 windows[s].append(round(dn / dc, 1) if dc else None)
@@ -265,8 +231,8 @@ def run_mode(mode: str, seconds: float, rounds: int) -> dict[str, Any]:
             }
         return out
     finally:
-        for s in socks:
-            s.close()
+        if inj is not None:
+            inj.close()
         if prog is not None:
             if prog.stdin is not None:
                 prog.stdin.close()
