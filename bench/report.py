@@ -1015,6 +1015,7 @@ SILENCE_HEAD = [
     "wire: Downs / sessions seen Up",
     "wire: Down past detection ms p50 / max",
     "wire: Downs without a silence",
+    "report to the controller past detection ms p50 / max",
     "engine CPU µs per expiry",
 ]
 
@@ -1028,6 +1029,8 @@ def silence_md(sc: dict[str, Any]) -> list[str]:
             continue
         det, wire = si.get("detection_ms") or {}, si.get("wire") or {}
         over = wire.get("overshoot_ms") or {}
+        # Only where the sessions came from a bfddp controller (scale.py --controller bfddp).
+        told = (si.get("controller") or {}).get("overshoot_ms") or {}
         rows.append(
             [
                 r["sessions"],
@@ -1038,6 +1041,7 @@ def silence_md(sc: dict[str, Any]) -> list[str]:
                 f"{_f(wire.get('downs_seen'))} / {_f(wire.get('up_seen'))}",
                 f"{_f(over.get('p50'))} / {_f(over.get('max'))}",
                 _f(wire.get("early")),
+                f"{_f(told.get('p50'))} / {_f(told.get('max'))}" if told else "-",
                 _f(si.get("engine_cpu_us_per_expiry")),
             ]
         )

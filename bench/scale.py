@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
+import dp_controller
 import synth_peer
 from benchlib import REPO
 from ladder import ENGINE_RESERVATION, UNIT_PREFIX
@@ -210,8 +211,24 @@ class Bed:
 def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
     d, p, args, work = bed.d, bed.p, bed.args, bed.work
     out: dict[str, Any] = {"sessions": n, "interval_ms": interval_ms, "detect_mult": 3}
-    sessions = work / f"sessions-{n}.yml"
-    sessions_file(sessions, n, interval_ms)
+    controller: dp_controller.Controller | None = None
+    if args.controller == "bfddp":
+        # The sessions come from a controller over bfddp, as bfdd gives them: the silence check
+        # then also stamps when each Down reaches it.
+        controller = dp_controller.Controller(
+            work / f"bfddp-{n}-{interval_ms}ms.sock",
+            [
+                dp_controller.add_session(
+                    i + 1, synth_peer.ENGINE_IP, synth_peer.peer_address(i), "veth-d", interval_ms
+                )
+                for i in range(n)
+            ],
+        )
+        source = ["--dplane-connect", controller.address()]
+    else:
+        sessions = work / f"sessions-{n}.yml"
+        sessions_file(sessions, n, interval_ms)
+        source = ["--sessions", str(sessions)]
     bringup_timeout = 60 + n / 40
     peer = PeerProcess(
         p,
@@ -239,8 +256,7 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
         out["peer_slots"] = peer.wait_ready(timeout=30)
         udp0 = udp_errors(d)
         argv = [
-            "--sessions",
-            str(sessions),
+            *source,
             "--kernel-tx",
             "veth-d",
             "--xdp-mode",
@@ -403,8 +419,11 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
                 f"(kernel.bpf_stats_enabled now {benchlib.sysctl_get('kernel.bpf_stats_enabled')})"
             )
         if args.silence_check:
-            out["silence"] = silence_check(eng, peer, n, interval_ms, ns=p, work=work)
+            out["silence"] = silence_check(eng, peer, n, interval_ms, ns=p, work=work, controller=controller)
     finally:
+        if controller is not None:
+            controller.close()
+            out["controller_error"] = controller.error
         if eng is not None:
             t_stop = time.monotonic()
             out["engine_exit"] = eng.stop()
@@ -449,7 +468,9 @@ def peer_window(ps0: dict[str, Any], ps1: dict[str, Any], lines: list[dict[str, 
     }
 
 
-def wire_downs(packets: list[Any], detect_ms: float) -> dict[str, Any]:
+def wire_downs(
+    packets: list[Any], detect_ms: float, found: dict[str, tuple[float, float]] | None = None
+) -> dict[str, Any]:
     """Each session's Down on the wire against the silence it answers (both in one capture).
 
     Per peer address: our first Down with diag 1 after an Up of ours (the transition), and the
@@ -460,7 +481,8 @@ def wire_downs(packets: list[Any], detect_ms: float) -> dict[str, Any]:
     before our Down (it stalled, then fell silent; the Down answers the stall); ``resumed``, they
     came back after it; ``early``, no such gap on the wire at all (a frame this capture saw that
     our XDP did not count: a false Down, or one lost between the two). ``span_ms`` is how long
-    the Downs kept leaving after the first.
+    the Downs kept leaving after the first. ``found`` (when given) gets each peer's silence start
+    and our Down's time, for :func:`controller_downs`.
     """
     by_peer: dict[str, list[Any]] = {}
     for pk in packets:
@@ -487,6 +509,8 @@ def wire_downs(packets: list[Any], detect_ms: float) -> dict[str, Any]:
                 early += not gaps
                 over.append((pk.ts - start) * 1e3 - detect_ms)
                 downs.append(pk.ts)
+                if found is not None:
+                    found[pk.dst] = (start, pk.ts)
                 resumed += any(q.dst == synth_peer.ENGINE_IP and q.ts > pk.ts for q in pkts)
                 break
     over.sort()
@@ -513,8 +537,57 @@ def wire_downs(packets: list[Any], detect_ms: float) -> dict[str, Any]:
     }
 
 
+def controller_downs(
+    changes: list[dp_controller.Change], found: dict[str, tuple[float, float]], since: float, detect_ms: float
+) -> dict[str, Any]:
+    """When each session's Down reached its controller (bfddp), against the wire of the same capture.
+
+    Per session the first BFD_STATE_CHANGE to Down read after ``since`` (the moment the peer
+    was stopped, wall clock), matched to its peer by bfdd's id (the bench gives session i the
+    id i + 1). ``overshoot_ms``: past the detection time from the silence's start on the wire,
+    what a routing protocol waited beyond BFD's own detection; ``after_wire_ms``: after our Down
+    left on the wire; ``span_ms``: from the first report to the last.
+    """
+    first: dict[int, float] = {}
+    for c in changes:
+        if c.at >= since and c.state == 1 and c.lid not in first:  # 1: Down
+            first[c.lid] = c.at
+    over: list[float] = []
+    after: list[float] = []
+    for lid, at in first.items():
+        seen = found.get(synth_peer.peer_address(lid - 1))
+        if seen is not None:
+            over.append((at - seen[0]) * 1e3 - detect_ms)
+            after.append((at - seen[1]) * 1e3)
+
+    def spread(xs: list[float]) -> dict[str, float] | None:
+        if not xs:
+            return None
+        xs = sorted(xs)
+        return {
+            "p50": round(xs[len(xs) // 2], 2),
+            "p99": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))], 2),
+            "max": round(xs[-1], 2),
+        }
+
+    return {
+        "downs_reported": len(first),
+        "matched_to_wire": len(over),
+        "overshoot_ms": spread(over),
+        "after_wire_ms": spread(after),
+        "span_ms": round((max(first.values()) - min(first.values())) * 1e3, 1) if first else None,
+    }
+
+
 def silence_check(
-    eng: EngineProcess, peer: PeerProcess, n: int, interval_ms: int, *, ns: Namespace, work: Path
+    eng: EngineProcess,
+    peer: PeerProcess,
+    n: int,
+    interval_ms: int,
+    *,
+    ns: Namespace,
+    work: Path,
+    controller: dp_controller.Controller | None = None,
 ) -> dict[str, Any]:
     """Every peer falls silent at once (the peer process exits, no AdminDown): a link failure.
 
@@ -535,6 +608,7 @@ def silence_check(
         # Every session's last frame must be in the capture: a few intervals of them first.
         time.sleep(max(0.2, 5 * interval_ms / 1000))
         cpu0 = benchlib.proc_cpu(eng.pid)
+        stopped_at = time.time()
         peer.stop()
         t0 = time.monotonic()
         # The expiries' own cost, before any stats request adds its own: the engine's CPU while
@@ -549,7 +623,10 @@ def silence_check(
         time.sleep(0.5)
     finally:
         packets = cap.stop()
-    out["wire"] = wire_downs(packets, detect_s * 1e3)
+    found: dict[str, tuple[float, float]] = {}
+    out["wire"] = wire_downs(packets, detect_s * 1e3, found)
+    if controller is not None:
+        out["controller"] = controller_downs(controller.recorded(), found, stopped_at, detect_s * 1e3)
     return out
 
 
@@ -710,6 +787,13 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--bfdd-interval-ms", type=int, default=10, help="bfdd rungs' interval (3xN ms)")
     ap.add_argument(
+        "--controller",
+        default="file",
+        choices=("file", "bfddp"),
+        help="where the sessions come from: a --sessions file, or a bfddp controller (as bfdd gives"
+        " them; the silence check then also times each Down's report to it)",
+    )
+    ap.add_argument(
         "--engine-sched",
         default="plain",
         choices=("plain", "unit"),
@@ -738,6 +822,7 @@ def main() -> int:
             "bfdd_ladder": bfdd_rungs,
             "bfdd_interval_ms": args.bfdd_interval_ms,
             "engine_sched": args.engine_sched,
+            "controller": args.controller,
         },
     )
     doc["cpu_target_pct_at_1024"] = CPU_TARGET_PCT
@@ -839,6 +924,8 @@ def main() -> int:
                 else None,
                 (wire.get("overshoot_ms") or {}).get("p50") if wire else None,
                 (wire.get("overshoot_ms") or {}).get("max") if wire else None,
+                (ctl.get("overshoot_ms") or {}).get("p50") if (ctl := si.get("controller")) else None,
+                (ctl.get("overshoot_ms") or {}).get("max") if ctl else None,
                 si.get("engine_cpu_us_per_expiry"),
             ]
         )
@@ -868,6 +955,8 @@ def main() -> int:
                 "still Up",
                 "wire Downs/Up/all",
                 "wire overshoot p50 ms",
+                "max ms",
+                "bfddp overshoot p50 ms",
                 "max ms",
                 "engine cpu us/expiry",
             ],

@@ -103,6 +103,9 @@ PROFILES: dict[str, dict[str, Any]] = {
             "seconds": 10,
             "settle": 2,
             "silence": True,
+            # The sessions from a bfddp controller, as bfdd gives them: the mass failure's report
+            # to it is timed beside the wire's Downs.
+            "controller": "bfddp",
         },
         "takeover": {"sessions": 1024, "takeovers": 5, "settle": 3},
     },
@@ -318,6 +321,8 @@ def scale_args(s: dict[str, Any], engine_sched: str) -> argparse.Namespace:
     ]  # fmt: skip
     if not s["silence"]:
         argv.append("--no-silence-check")
+    if "controller" in s:
+        argv += ["--controller", s["controller"]]
     return scale.parser().parse_args(argv)
 
 

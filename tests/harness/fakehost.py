@@ -210,11 +210,18 @@ class FakeHost:
         s = entry.session
         for pkt in s.datagrams_to_send(now):
             entry.send(pkt)
+        entry.announced.clear()  # their listeners heard them in announce(); the engine logs them here
         while (ev := s.next_event()) is not None:
             self._deliver(entry, ev)
         for observer in self.observers:
             observer.serviced(entry)
         entry.scheduled = s.get_timer()  # noted, never run (see the module's docstring)
+
+    def announce(self, entry: Entry) -> None:
+        while (ev := entry.session.next_event()) is not None:
+            self._deliver(entry, ev)
+            if isinstance(ev, StateChanged):
+                entry.announced.append(ev)
 
     def packet_counts(self, entry: Entry) -> PacketCounts:
         counts = PacketCounts(

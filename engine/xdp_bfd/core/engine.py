@@ -280,6 +280,10 @@ class Engine:
         s = entry.session
         for pkt in s.datagrams_to_send(now):
             entry.send(pkt)
+        if entry.announced:
+            for told in entry.announced:
+                self._log_change(entry, told)
+            entry.announced.clear()
         while (ev := s.next_event()) is not None:
             if isinstance(ev, StateChanged):
                 self._state_changed(entry, ev)
@@ -309,10 +313,24 @@ class Engine:
             counts = observer.counts(entry, counts)
         return counts
 
+    def announce(self, entry: Entry) -> None:
+        while (ev := entry.session.next_event()) is not None:
+            if isinstance(ev, StateChanged):
+                for listener in self.state_listeners:
+                    listener(entry, ev)
+                entry.announced.append(ev)
+            else:
+                for remote in self.remote_listeners:
+                    remote(entry, ev)
+
     def _state_changed(self, entry: Entry, ev: StateChanged) -> None:
         # The controller hears of the change before the log does.
         for listener in self.state_listeners:
             listener(entry, ev)
+        self._log_change(entry, ev)
+
+    @staticmethod
+    def _log_change(entry: Entry, ev: StateChanged) -> None:
         log.info(
             "session: %s %s -> %s (diag %s)",
             entry.session.config.describe(),

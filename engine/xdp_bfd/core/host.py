@@ -74,6 +74,9 @@ class Entry:
     kcfg: dict[str, Any] | None = None
     last_detection_us: int | None = None  # silence the kernel measured at its last expiry report
     last_detection_overshoot_us: int | None = None  # ... less the detection time then in force
+    # Transitions the controller heard of ahead of the session's service (Host.announce), whose
+    # log line that service still writes. Never outlives the turn of the loop: not handed over.
+    announced: list[StateChanged] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Here rather than where sessions are added, so that sessions a --pin
@@ -184,6 +187,15 @@ class Sessions(Protocol):
 
     def service(self, entry: Entry, now: int) -> None:
         """After any input to a session: send what it queued, report events, reschedule."""
+
+    def announce(self, entry: Entry) -> None:
+        """Report the session's pending events to the listeners (the controller) now.
+
+        For a batch of transitions (many peers silent at once): the controller
+        hears of every one before any session's slower work. The session's
+        :meth:`service` must follow in the same turn of the loop; it writes
+        the log lines and does the rest.
+        """
 
     def packet_counts(self, entry: Entry) -> PacketCounts: ...
 

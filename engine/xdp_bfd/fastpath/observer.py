@@ -62,17 +62,23 @@ class Offload:
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
         self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
-        # slot -> the Down sent ahead for a reported expiry, until the session's own handling.
-        self.downs_sent: dict[int, bytes] = {}
+        # slot -> the Down sent ahead for a reported expiry (None: none could be), from the read
+        # that reported it to the session's own handling.
+        self.ahead: dict[int, bytes | None] = {}
         fp.events.ahead(self.event.EXPIRED, self.send_downs)
         fp.events.on(self.event.EXPIRED, self.on_event)
         fp.events.on(self.event.POLL, self.on_event)
-        host.watch(fp.events.open(), lambda _now: fp.events.consume())
+        host.watch(fp.events.open(), self._consume)
         # The gate must be refreshed well inside the dead-man bound, but never so
         # often that it becomes per-session work: it is one map write.
         deadman_us = fp.gate.deadman_ns // 1000
         self.beat_us = max(10_000, min(250_000, deadman_us // 4 if deadman_us else 250_000))
         self._beat(now_us())
+
+    def _consume(self, _now: int) -> None:
+        if self.fp.events.consume():
+            # Reports left past the turn's bound: the ring's fd will not say so, a timer due now does.
+            self.host.call_at(now_us(), self._consume)
 
     def _beat(self, now: int) -> None:
         self.fp.gate.heartbeat(time.monotonic_ns())
@@ -137,7 +143,7 @@ class Offload:
             return
         self.slots.uninstall(entry.slot, **self._index(entry))
         self.by_slot.pop(entry.slot, None)
-        self.downs_sent.pop(entry.slot, None)
+        self.ahead.pop(entry.slot, None)
         entry.slot = None
 
     def _ktx_eligible(self, entry: Entry) -> bool:
@@ -257,20 +263,36 @@ class Offload:
         return entry
 
     def send_downs(self, evs: Sequence[Any]) -> None:
-        """The expiries of one read of the ring: each session's Down leaves before any machine runs.
+        """The expiries of one read of the ring: each session's Down leaves, then the controller hears.
 
-        A session's own handling (machine, notification, kernel config, log line)
-        costs a few hundred microseconds here; one walk that finds a thousand peers
+        A session's own handling (kernel config, timers, log line) costs a
+        hundred microseconds or more here; one walk that finds a thousand peers
         silent would hold the last Down back by that much per session before it
         (docs/benchmarks.md, "Every peer silent at once"). A send is a few tens.
+        After the Downs every machine takes its transition and the controller
+        hears of it (Host.announce), each report a message; the rest waits for
+        :meth:`on_event`, in the same turn of the loop.
         """
+        fresh = []
         for ev in evs:
             entry = self._reported(ev)
-            if entry is None or ev.slot in self.downs_sent:
+            if entry is None or ev.slot in self.ahead:
                 continue  # two CPUs may both report one silence: one Down
             down = entry.session.expiry_datagram()
-            if down is not None and entry.send(down):
-                self.downs_sent[ev.slot] = down
+            self.ahead[ev.slot] = down if down is not None and entry.send(down) else None
+            fresh.append((ev, entry))
+        now = now_us()
+        for ev, entry in fresh:
+            self._expire(ev, entry, now, self.ahead[ev.slot])
+            self.host.announce(entry)
+
+    @staticmethod
+    def _expire(ev: Any, entry: Entry, now: int, sent: bytes | None) -> None:
+        # The kernel's own clock says how long the peer was silent when the
+        # sweep noticed: the honest detection latency, however late we read it.
+        entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
+        entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
+        entry.session.detection_expired(now, sent=sent)
 
     def on_event(self, ev: Any) -> None:
         entry = self._reported(ev)
@@ -278,15 +300,13 @@ class Offload:
             return
         now = now_us()
         if ev.type == self.event.EXPIRED:
-            # The kernel's own clock says how long the peer was silent when the
-            # sweep noticed: the honest detection latency, however late we read it.
-            entry.last_detection_us = (ev.now_ns - ev.last_rx_ns) // 1000
-            entry.last_detection_overshoot_us = entry.last_detection_us - entry.session.detect_time_us
-            # The Down left first (send_downs), before the machine's own work and the log line:
-            # on a CPU woken from idle each took longer than the send (docs/benchmarks.md,
-            # "Detection's clock"). A second report of the same silence finds the session Down.
-            ahead = self.downs_sent.pop(ev.slot, None)
-            entry.session.detection_expired(now, sent=ahead)
+            # The Down left and the machine ran in send_downs, before this: on a CPU woken from
+            # idle the rest took longer than the send (docs/benchmarks.md, "Detection's clock").
+            sent = self.ahead.pop(ev.slot, None)
+            if entry.session.state in (State.INIT, State.UP):
+                # Not run ahead: a report handed on alone, or the batch's ahead handling failed
+                # before this session. A second report of one silence finds the session Down.
+                self._expire(ev, entry, now, sent)
             self.host.service(entry, now)
             log.info(
                 # The monotonic time of the last packet lets an operator line

@@ -11,10 +11,11 @@ from typing import Any
 
 log = logging.getLogger("xdp_bfd")
 
-# How long one read keeps taking in what the kernel reports meanwhile. The
-# handling runs in one turn of the loop (no timer of a session may run between
-# its Down and its machine); past this the loop's other work goes first.
-REREAD_S = 0.05
+# How long one turn of the loop hands reports on to their handlers; past this
+# the loop's other work goes first and the rest waits for the next turn. What
+# must not wait (each expiry's Down and its machine's transition) runs in the
+# ahead handlers as each read comes in, whatever the time.
+TURN_S = 0.05
 
 
 class Counters:
@@ -38,6 +39,8 @@ class Events:
     peers fall silent together, what must leave at once (each session's Down)
     leaves for every reported one before any session's slower work, and for
     one reported meanwhile before the next session's (docs/fastpath.md).
+    The handlers of one turn stop after TURN_S; the events left (their
+    ahead handlers already run) go first at the next :meth:`consume`.
     """
 
     def __init__(self, bpf: Any) -> None:
@@ -46,6 +49,7 @@ class Events:
         self.handlers: dict[int, Callable[[Any], None]] = {}
         self.ahead_handlers: dict[int, Callable[[Sequence[Any]], None]] = {}
         self._batch: list[Any] = []
+        self._left: deque[Any] = deque()  # read, handed ahead, waiting for their own handler
         self._open = False
 
     def on(self, event_type: int, callback: Callable[[Any], None]) -> None:
@@ -72,10 +76,11 @@ class Events:
         self._open = True
         return table.map_fd
 
-    def consume(self) -> None:
+    def consume(self) -> bool:
+        """Read the ring and hand its reports on; True when some are left for another call."""
         if not self._open:
-            return
-        self.dispatch(self._read(), self._read)
+            return False
+        return self.dispatch(self._read(), self._read)
 
     def _read(self) -> list[Any]:
         self.bpf.ring_buffer_consume()
@@ -83,26 +88,32 @@ class Events:
         self._batch.clear()
         return batch
 
-    def dispatch(self, batch: Sequence[Any], read: Callable[[], list[Any]] | None = None) -> None:
+    def dispatch(self, batch: Sequence[Any], read: Callable[[], list[Any]] | None = None) -> bool:
         """Hand a drained batch on: the ``ahead`` handlers first, then each event in order.
 
         With ``read``, the ring is read again after each event's handler (a
         read of the mapped ring, no system call): what the kernel reported
-        meanwhile has its ``ahead`` handlers run at once and joins the queue,
-        for REREAD_S from the first read; later reports wait for the next.
+        meanwhile has its ``ahead`` handlers run at once and joins the queue.
+        Events left from an earlier call (ahead handlers run) come first.
+        After TURN_S of handlers the rest is left for the next call: True.
         """
-        pending = deque(batch)
+        pending, self._left = self._left, deque()
+        pending.extend(batch)
         self._ahead(batch)
-        until = time.monotonic() + REREAD_S
+        until = time.monotonic() + TURN_S
         while pending:
             ev = pending.popleft()
             handler = self.handlers.get(ev.type)
             if handler is not None:
                 self._call(handler, ev)
-            if read is not None and time.monotonic() < until:
+            if read is not None:
                 more = read()
                 self._ahead(more)
                 pending.extend(more)
+            if pending and time.monotonic() >= until:
+                self._left = pending
+                return True
+        return False
 
     def _ahead(self, batch: Sequence[Any]) -> None:
         for event_type, callback in self.ahead_handlers.items():

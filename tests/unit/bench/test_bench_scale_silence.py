@@ -8,6 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "bench"))
 
+import dp_controller  # noqa: E402
 import scale  # noqa: E402
 
 from harness.capture import WirePacket  # noqa: E402
@@ -59,3 +60,33 @@ def test_each_down_is_judged_against_the_silence_it_answers():
 def test_no_down_is_no_figure():
     w = scale.wire_downs([_pk(1.0, "198.19.33.1", US, "up"), _pk(1.001, US, "198.19.33.1", "up")], 30.0)
     assert (w["up_seen"], w["downs_seen"], w["overshoot_ms"], w["span_ms"]) == (1, 0, None, None)
+
+
+def test_each_report_to_the_controller_is_judged_against_the_same_sessions_wire():
+    """The controller's first Down of each session after the stop, matched by bfdd's id (i + 1)."""
+    a, b = scale.synth_peer.peer_address(0), scale.synth_peer.peer_address(1)
+    pkts = [
+        _pk(0.999, US, a, "up"),
+        _pk(1.000, a, US, "up"),
+        _pk(1.031, US, a, "down", 1),
+        _pk(0.999, US, b, "up"),
+        _pk(1.000, b, US, "up"),
+        _pk(1.035, US, b, "down", 1),
+    ]
+    found: dict = {}
+    scale.wire_downs(pkts, 30.0, found)
+    assert found == {a: (1.000, 1.031), b: (1.000, 1.035)}
+    changes = [
+        dp_controller.Change(0.5, 1, 1, 0),  # a bring-up's Down, before the stop: not this silence
+        dp_controller.Change(1.040, 1, 1, 1),  # a: 10 ms past detection, 9 ms after its Down
+        dp_controller.Change(1.041, 1, 1, 1),  # a second report of a's Down is not its first
+        dp_controller.Change(1.050, 2, 3, 0),  # b Up again: not a Down
+        dp_controller.Change(1.060, 2, 1, 1),  # b: 30 ms past detection, 25 ms after its Down
+        dp_controller.Change(1.070, 9, 1, 1),  # a session the capture did not see: reported, unmatched
+    ]
+    c = scale.controller_downs(changes, found, since=0.9, detect_ms=30.0)
+    assert (c["downs_reported"], c["matched_to_wire"]) == (3, 2)
+    assert (round(c["overshoot_ms"]["p50"], 1), round(c["overshoot_ms"]["max"], 1)) == (30.0, 30.0)
+    assert round(c["after_wire_ms"]["max"], 1) == 25.0
+    assert c["span_ms"] == 30.0
+    assert scale.controller_downs([], found, since=0.9, detect_ms=30.0)["overshoot_ms"] is None

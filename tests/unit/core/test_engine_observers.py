@@ -10,8 +10,10 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
+from harness.sessions import deliver, packet
 from xdp_bfd.core.engine import Engine
 from xdp_bfd.session import SessionConfig
+from xdp_bfd.wire.control import State
 
 
 class _Recorder:
@@ -48,5 +50,31 @@ def test_removal_runs_the_observers_last_added_first(tmp_path: Path) -> None:
         assert [c for c in calls if c[0] == "added"] == [("added", "offload"), ("added", "clock")]
         engine.remove_session(entry.session.local_discr, admin_down=False)
         assert [c for c in calls if c[0] == "removed"] == [("removed", "clock"), ("removed", "offload")]
+    finally:
+        engine.shutdown()
+
+
+def test_an_announced_transition_reaches_the_controller_once_and_the_log_at_the_service(
+    tmp_path: Path, caplog
+) -> None:
+    """Host.announce: the listeners (bfddp) hear the transition at once; the session's service,
+    later in the turn, writes its log line and does not tell the listeners a second time."""
+    engine = Engine(stats_path=tmp_path / "stats.json")
+    heard: list[State] = []
+    engine.on_state_change(lambda _entry, ev: heard.append(ev.new))
+    try:
+        cfg = SessionConfig(local=ipaddress.ip_address("127.0.0.1"), peer=ipaddress.ip_address("127.0.0.2"))
+        entry = engine.add_session(cfg, "cli")
+        deliver(entry.session, packet(State.DOWN, your=0), 1_000)  # Down -> Init
+        with caplog.at_level("INFO", logger="xdp_bfd"):
+            engine.announce(entry)
+            assert heard == [State.INIT]
+            assert not [r for r in caplog.records if "-> init" in r.getMessage()]
+            engine.service(entry, 1_000)
+        assert heard == [State.INIT]
+        assert [r.getMessage() for r in caplog.records if "-> init" in r.getMessage()] == [
+            "session: 127.0.0.1 -> 127.0.0.2 single-hop down -> init (diag none)"
+        ]
+        assert entry.announced == []
     finally:
         engine.shutdown()

@@ -19,7 +19,7 @@ import pytest
 from harness.sessions import bring_up, deliver, make, packet, sent
 from xdp_bfd.core import netio
 from xdp_bfd.core.host import Callback, Entry
-from xdp_bfd.fastpath import abi
+from xdp_bfd.fastpath import abi, reports
 from xdp_bfd.fastpath.abi import PACKAGED_BPF_DIR, bpf_dir
 from xdp_bfd.fastpath.abi import load as load_abi
 from xdp_bfd.fastpath.errors import KernelError
@@ -356,6 +356,7 @@ class _Host:
         self.watched: list[Any] = []
         self.timers: list[int] = []
         self.serviced: list[Entry] = []
+        self.announced: list[tuple[int, Any]] = []
         self.drops: Counter = Counter()
 
     def watch(self, sock: Any, callback: Callback, *, read: bool = True, write: bool = False) -> None:
@@ -366,6 +367,11 @@ class _Host:
 
     def service(self, entry: Entry, now: int) -> None:
         self.serviced.append(entry)
+
+    def announce(self, entry: Entry) -> None:
+        # What the engine's announce hands its listeners (the controller): the session's events.
+        while (ev := entry.session.next_event()) is not None:
+            self.announced.append((entry.session.local_discr, ev))
 
     def count_drop(self, reason: str) -> None:
         self.drops[reason] += 1
@@ -439,19 +445,17 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     assert entry.user_tx_packets == 1
 
 
-def test_every_down_of_one_read_leaves_before_any_session_is_handled() -> None:
-    """One walk that finds many peers silent: each session's Down is sent first, one per silence."""
-    order: list[tuple[str, int]] = []
-    host = _Host()
-    host.service = lambda entry, _now: order.append(("service", entry.session.local_discr))  # type: ignore[method-assign]
-    fp = _fast_path(load_abi(), [])
-    off = Offload(host, fp)
+def _silent(host: _Host, off: Offload, order: list[tuple[str, int]], count: int) -> list[Any]:
+    """``count`` sessions Up in slots 0.., each with its expiry report as the ring hands it on;
+    each session's sends go into ``order``."""
     events = []
-    for slot in range(4):
+    for slot in range(count):
         session = make(discr=100 + slot)
         deliver(session, packet(control.State.DOWN, your=0), 0)
         deliver(session, packet(control.State.UP, your=session.local_discr), 1_000)
         sent(session, 1_000)
+        while session.next_event() is not None:  # the bring-up's transitions, reported long ago
+            pass
         wire = SimpleNamespace(
             sport=49152,
             dport=3784,
@@ -471,6 +475,25 @@ def test_every_down_of_one_read_leaves_before_any_session_is_handled() -> None:
                 ttl=255,
             )
         )
+    return events
+
+
+def test_every_down_of_one_read_leaves_then_is_announced_before_any_session_is_handled() -> None:
+    """One walk that finds many peers silent: each session's Down is sent first, one per silence,
+    then every transition is announced (the controller hears it), then each session is handled."""
+    order: list[tuple[str, int]] = []
+    host = _Host()
+    host.service = lambda entry, _now: order.append(("service", entry.session.local_discr))  # type: ignore[method-assign]
+    announce = host.announce
+
+    def announced(entry: Entry) -> None:
+        order.append(("announce", entry.session.local_discr))
+        announce(entry)
+
+    host.announce = announced  # type: ignore[method-assign]
+    fp = _fast_path(load_abi(), [])
+    off = Offload(host, fp)
+    events = _silent(host, off, order, 4)
     # Two CPUs reported slot 1's silence; slot 3's report is of a watch since replaced.
     events.insert(2, SimpleNamespace(**vars(events[1])))
     events[-1].epoch = 0
@@ -479,10 +502,17 @@ def test_every_down_of_one_read_leaves_before_any_session_is_handled() -> None:
         ("send", 100),
         ("send", 101),
         ("send", 102),
+        ("announce", 100),
+        ("announce", 101),
+        ("announce", 102),
         ("service", 100),
         ("service", 101),
         ("service", 101),
         ("service", 102),
+    ]
+    # What the controller heard, once per session: the transition to Down for a silence.
+    assert [(d, ev.new, ev.diag) for d, ev in host.announced] == [
+        (d, control.State.DOWN, control.Diag.CONTROL_DETECTION_TIME_EXPIRED) for d in (100, 101, 102)
     ]
     assert [host.sessions[d].session.state for d in (100, 101, 102, 103)] == [control.State.DOWN] * 3 + [
         control.State.UP
@@ -490,6 +520,35 @@ def test_every_down_of_one_read_leaves_before_any_session_is_handled() -> None:
     # The machines did not queue the Down again, and the second report of slot 1 sent nothing.
     assert all(host.sessions[d].session.datagrams_to_send(0) == [] for d in (100, 101, 102))
     assert [host.sessions[d].user_tx_packets for d in (100, 101, 102, 103)] == [1, 1, 1, 0]
+
+
+def test_a_batch_whose_announcing_failed_still_takes_every_session_down(caplog) -> None:
+    """The controller's listener fails for the first session of a batch: the sessions after it are
+    not left Up with their Down sent; each one's own handling runs its machine instead."""
+    order: list[tuple[str, int]] = []
+    host = _Host()
+    calls = []
+
+    def failing(entry: Entry) -> None:
+        calls.append(entry.session.local_discr)
+        if len(calls) == 1:
+            raise RuntimeError("the controller's listener failed")
+        _Host.announce(host, entry)
+
+    host.announce = failing  # type: ignore[method-assign]
+    fp = _fast_path(load_abi(), [])
+    off = Offload(host, fp)
+    events = _silent(host, off, order, 3)
+    with caplog.at_level("ERROR", logger="xdp_bfd"):
+        fp.events.dispatch(events)
+    assert calls == [100]  # the ahead handling stopped there
+    assert [r.getMessage() for r in caplog.records] == ["kernel-tx: handling a kernel report failed"]
+    assert [host.sessions[d].session.state for d in (100, 101, 102)] == [control.State.DOWN] * 3
+    assert [e.session.local_discr for e in host.serviced] == [100, 101, 102]
+    # Each Down left once, ahead; the machines run later did not queue it again.
+    assert order == [("send", 100), ("send", 101), ("send", 102)]
+    assert all(host.sessions[d].session.datagrams_to_send(0) == [] for d in (100, 101, 102))
+    assert off.ahead == {}
 
 
 def test_a_failing_report_handler_costs_the_rest_of_the_batch_nothing(caplog) -> None:
@@ -649,3 +708,23 @@ def test_the_template_is_signed_at_the_current_number_without_advancing_it() -> 
             assert moved.auth is not None and moved.auth.sequence == (pkt.auth.sequence + 1) % (1 << 32)
     plain = make()
     assert plain.template(poll=False) == control.encode_control(plain.current_packet())
+
+
+def test_reports_past_a_turns_bound_wait_for_the_next_turn_with_their_ahead_handlers_run(monkeypatch) -> None:
+    """A turn hands reports to their handlers for TURN_S at most; what is read meanwhile has its
+    ahead handler run at once and waits, with the rest, for the next call (first in line)."""
+    monkeypatch.setattr(reports, "TURN_S", 0.0)  # every turn: one report's handler, then its reads
+    events = Events({"event_layout": SimpleNamespace(Leaf=None)})
+    seen: list[tuple[str, Any]] = []
+    later = [[SimpleNamespace(type=2, n=10)], [], [SimpleNamespace(type=2, n=11)]]
+    events.on(2, lambda ev: seen.append(("on", ev.n)))
+    events.ahead(2, lambda evs: seen.append(("ahead", [e.n for e in evs])))
+    first = [SimpleNamespace(type=2, n=0), SimpleNamespace(type=2, n=1)]
+    assert events.dispatch(first, read=lambda: later.pop(0)) is True
+    assert seen == [("ahead", [0, 1]), ("on", 0), ("ahead", [10])]
+    assert events.dispatch([], read=lambda: later.pop(0)) is True
+    assert events.dispatch([], read=lambda: later.pop(0)) is True
+    assert seen[3:] == [("on", 1), ("on", 10), ("ahead", [11])]
+    assert events.dispatch([], read=lambda: []) is False
+    assert seen[6:] == [("on", 11)]
+    assert later == []
