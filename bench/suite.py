@@ -386,18 +386,21 @@ def part_scale(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, 
         topo.close()
 
 
-def takeover_args(t: dict[str, Any]) -> argparse.Namespace:
+def takeover_args(t: dict[str, Any], engine_sched: str) -> argparse.Namespace:
     """The takeover part's arguments, from bench/takeover.py's own parser."""
     argv = ["--sessions", str(t["sessions"]), "--takeovers", str(t["takeovers"])]
-    args = takeover.parser().parse_args([*argv, "--settle", str(t["settle"])])
+    argv += ["--settle", str(t["settle"])]
+    args = takeover.parser().parse_args([*argv, "--engine-sched", engine_sched])
     if problem := takeover.check(args):
         raise ValueError(f"takeover profile: {problem}")
     return args
 
 
-def part_takeover(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, witness: Any) -> None:
-    args = takeover_args(prof["takeover"])
-    out = doc.setdefault("takeover", {"params": prof["takeover"]})
+def part_takeover(
+    run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, witness: Any, *, engine_sched: str
+) -> None:
+    args = takeover_args(prof["takeover"], engine_sched)
+    out = doc.setdefault("takeover", {"params": prof["takeover"] | {"engine_sched": engine_sched}})
     out |= {"sessions": args.sessions, "interval_ms": args.interval_ms, "takeovers_planned": args.takeovers}
     run.say(f"takeover: {args.sessions} sessions at 3x{args.interval_ms} ms, {args.takeovers} takeovers")
     try:
@@ -463,7 +466,9 @@ def run_profile(run: Run, doc: dict[str, Any], plan: Plan, work: Path) -> None:
     if "scale" in parts:
         steps.append(("scale", lambda: part_scale(run, doc, prof, work, engine_sched)))
     if "takeover" in parts:
-        steps.append(("takeover", lambda: part_takeover(run, doc, prof, work, witness)))
+        steps.append(
+            ("takeover", lambda: part_takeover(run, doc, prof, work, witness, engine_sched=engine_sched))
+        )
     try:
         for name, step in steps:
             try:
@@ -527,7 +532,7 @@ def main() -> int:
     if "scale" in parts:
         scale_args(prof["scale"], args.engine_sched)
     if "takeover" in parts:
-        takeover_args(prof["takeover"])
+        takeover_args(prof["takeover"], args.engine_sched)
 
     stamp, stray, head = benchlib.begin("suite", {"profile": args.profile, "repeat": args.repeat, **prof})
     with contextlib.suppress(OSError):

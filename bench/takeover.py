@@ -44,6 +44,7 @@ from typing import Any
 
 import benchlib
 import synth_peer
+from ladder import ENGINE_RESERVATION, UNIT_PREFIX
 from scale import PeerProcess, by_discr, sessions_file, setup_addresses
 
 from harness.capture import Capture, flow, gaps_ms
@@ -54,7 +55,7 @@ from harness.wait import wait_until
 GONE_RE = re.compile(r"pin: engine (\d+) handed over and was gone ([\d.]+) ms after the request(.*)")
 OWN_RE = re.compile(r"own part ([\d.]+) ms, exit ([\d.]+) ms")
 HANDED_RE = re.compile(
-    r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms(?: \(encoding ([\d.]+)\))?"
+    r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms(?: \(encoding ([\d.]+)[^)]*\))?"
 )
 
 
@@ -109,7 +110,7 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
     notify: Notify = bed["notify"]
     w_spawn = time.time()
     t_spawn = time.monotonic()
-    new = EngineProcess(bed["d"], argv, bed["work"], prefix=["env", f"NOTIFY_SOCKET={notify.path}"]).start()
+    new = EngineProcess(bed["d"], argv, bed["work"], prefix=bed["prefix"]).start()
     t_main, first = notify.recv(120, new)
     t_ready, second = notify.recv(60, new)
     rc = old.wait_exit(timeout=30)
@@ -178,6 +179,12 @@ def parser() -> argparse.ArgumentParser:
     # under it (docs/benchmarks.md, "takeover.py with the kernel clock").
     ap.add_argument("--peer-runtime-us", type=int, default=8000, help="the peer's deadline runtime per 10 ms")
     ap.add_argument("--engine-arg", action="append", default=[], help="extra engine argument (repeatable)")
+    ap.add_argument(
+        "--engine-sched",
+        default="plain",
+        choices=("plain", "unit"),
+        help=f"unit: every engine under {' '.join(UNIT_PREFIX)} with --sched-deadline {ENGINE_RESERVATION}",
+    )
     ap.add_argument(
         "--capture-net",
         default="198.19.33.0/25",
@@ -258,7 +265,12 @@ def run(
             else f"default (deadline admission refused: {chrt.stderr.strip()})"
         )
         argv = ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--pin", str(pin), *args.engine_arg]
-        eng = EngineProcess(d, argv, work, prefix=["env", f"NOTIFY_SOCKET={notify.path}"]).start()
+        prefix = ["env", f"NOTIFY_SOCKET={notify.path}"]
+        if args.engine_sched == "unit":
+            # As the unit runs it: FIFO 60, then the loop's own deadline reservation.
+            argv += ["--sched-deadline", ENGINE_RESERVATION]
+            prefix += UNIT_PREFIX
+        eng = EngineProcess(d, argv, work, prefix=prefix).start()
         notify.recv(120, eng)  # READY=1
         wait_until(
             lambda: (
@@ -277,7 +289,7 @@ def run(
         )
         cap.start()
         t0 = time.time()
-        bed = {"d": d, "work": work, "notify": notify, "witness": witness}
+        bed = {"d": d, "work": work, "notify": notify, "witness": witness, "prefix": prefix}
         for k in range(args.takeovers):
             eng, r = takeover(eng, argv, bed, n)
             results.append(r)

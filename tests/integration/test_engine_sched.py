@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from harness.wait import wait_until
@@ -78,3 +82,25 @@ def test_started_at_fifo_without_a_way_back_it_stays_there(topo, engine_factory)
     eng.wait_log("sched: compiled at fifo 60 (could not come back from SCHED_OTHER)")
     eng.wait_log("bfd: serving")
     assert _policy(eng.pid) == 1 and not _cap_eff(eng.pid) & (1 << 23)
+
+
+LEAVE = """
+import json, os
+from xdp_bfd.core import sched
+assert sched.set_deadline(1000, 10000)
+sched.drop_cap_sys_nice()
+left = sched.leave_deadline()
+print(json.dumps({"left": left, "policy": os.sched_getscheduler(0), "again": sched.leave_deadline()}))
+"""
+
+
+def test_a_handover_leaves_the_reservation_without_cap_sys_nice() -> None:
+    """pin.handover: the old engine encodes and exits out of its reservation; CAP_SYS_NICE is long gone
+    by then, and leaving for SCHED_OTHER must not need it (the reset-on-fork flag kept)."""
+    argv = [sys.executable, "-c", LEAVE]
+    out = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["left"] == [1000, 10000]
+    assert got["policy"] == os.SCHED_OTHER | os.SCHED_RESET_ON_FORK
+    assert got["again"] is None  # no reservation left to leave

@@ -84,6 +84,27 @@ def get_deadline() -> tuple[int, int] | None:
     return (runtime // 1000, period // 1000) if policy == SCHED_DEADLINE else None
 
 
+def leave_deadline() -> tuple[int, int] | None:
+    """Leave a SCHED_DEADLINE reservation for SCHED_OTHER: the reservation left, or None.
+
+    For work that has to finish as soon as it can and serves nothing while it
+    runs (a ``--pin`` handover: the state's encoding and the exit). Under the
+    reservation it got 1 ms of CPU in 10 and took several times as long
+    (docs/benchmarks.md). A lower class needs no CAP_SYS_NICE; the
+    reset-on-fork flag is kept, as an unprivileged thread must. There is no
+    way back without CAP_SYS_NICE, which the engine gave up.
+    """
+    held = get_deadline()
+    if held is None:
+        return None
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER | os.SCHED_RESET_ON_FORK, os.sched_param(0))
+    except OSError as e:
+        log.warning("sched: cannot leave the SCHED_DEADLINE reservation: %s", e.strerror or e)
+        return None
+    return held
+
+
 def why_refused(err: int) -> str:
     return {
         errno.EBUSY: "admission control refused it (deadline bandwidth full, see kernel.sched_rt_runtime_us)",

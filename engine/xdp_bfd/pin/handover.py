@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core import sched
 from ..core.host import Host
 from ..fastpath.abi import Abi
 from ..fastpath.kernel import FastPath
@@ -256,6 +257,9 @@ def hand_over(host: Host, offload: Offload) -> None:
     fp = offload.fp
     assert fp.pin is not None and fp.pinned is not None
     t0 = time.monotonic_ns()
+    # From here the engine serves nothing (the kernel does): its reservation would only stretch the
+    # encoding and the exit, 1 ms of CPU in 10, to several times their length (docs/benchmarks.md).
+    left = sched.leave_deadline()
     # No collection while the state is encoded: thousands of fresh containers
     # would trigger several, and this process either exits in a moment or
     # goes back to serving (then the collector comes back).
@@ -266,17 +270,22 @@ def hand_over(host: Host, offload: Offload) -> None:
         fp.pinned.write_blob(blob)
     except Exception as e:
         gc.enable()
-        log.error("pin: cannot hand over: %s; still serving", e)
+        log.error(
+            "pin: cannot hand over: %s; still serving%s",
+            e,
+            " without its SCHED_DEADLINE reservation (a restart takes it again)" if left else "",
+        )
         return
     _pass_sockets(host, fp.pin.root)
     host.handoff.depart(fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
     fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.HANDED_OVER, len(blob), done_ns=time.monotonic_ns())
     log.info(
-        "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f); exiting 75",
+        "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f%s); exiting 75",
         len(host.sessions),
         len(blob),
         (time.monotonic_ns() - t0) / 1e6,
         (t_encoded - t0) / 1e6,
+        f", out of the {left[0]}/{left[1]}us reservation" if left else "",
     )
     for h in logging.getLogger().handlers:
         h.flush()

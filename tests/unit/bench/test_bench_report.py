@@ -490,10 +490,11 @@ def test_the_suite_supplies_every_option_its_parts_read() -> None:
         assert not missing, f"profile {name}: scale.py reads {missing} the suite does not supply"
         assert args.engine_sched == "unit"
         assert scale.parse_ladder(args.ladder) and scale.parse_counts(args.bfdd_ladder)
-        targs = suite.takeover_args(prof["takeover"])
+        targs = suite.takeover_args(prof["takeover"], "unit")
         missing = {a for a in read_by_takeover if not hasattr(targs, a)}
         assert not missing, f"profile {name}: takeover.py reads {missing} the suite does not supply"
-    assert suite.takeover_args(suite.PROFILES["smoke"]["takeover"]).sessions == 8
+    smoke = suite.takeover_args(suite.PROFILES["smoke"]["takeover"], "unit")
+    assert (smoke.sessions, smoke.engine_sched) == (8, "unit")
 
 
 def test_echo_rows_come_from_the_engine_ktx_cells_and_an_echo_error_is_its_row() -> None:
