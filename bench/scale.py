@@ -468,6 +468,18 @@ def peer_window(ps0: dict[str, Any], ps1: dict[str, Any], lines: list[dict[str, 
     }
 
 
+def _spread(xs: list[float]) -> dict[str, float] | None:
+    """p50 / p99 / max of a mass failure's per-session figures (ms), None without any."""
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return {
+        "p50": round(xs[len(xs) // 2], 2),
+        "p99": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))], 2),
+        "max": round(xs[-1], 2),
+    }
+
+
 def wire_downs(
     packets: list[Any], detect_ms: float, found: dict[str, tuple[float, float]] | None = None
 ) -> dict[str, Any]:
@@ -513,7 +525,6 @@ def wire_downs(
                     found[pk.dst] = (start, pk.ts)
                 resumed += any(q.dst == synth_peer.ENGINE_IP and q.ts > pk.ts for q in pkts)
                 break
-    over.sort()
     return {
         "peers_seen": len(by_peer),
         # The check's premise, per session: we were saying Up when the peer fell silent. A session
@@ -526,13 +537,7 @@ def wire_downs(
         "paused": paused,
         "resumed": resumed,
         "early": early,
-        "overshoot_ms": {
-            "p50": round(over[len(over) // 2], 2),
-            "p99": round(over[min(len(over) - 1, int(len(over) * 0.99))], 2),
-            "max": round(over[-1], 2),
-        }
-        if over
-        else None,
+        "overshoot_ms": _spread(over),
         "span_ms": round((max(downs) - min(downs)) * 1e3, 1) if downs else None,
     }
 
@@ -559,22 +564,11 @@ def controller_downs(
         if seen is not None:
             over.append((at - seen[0]) * 1e3 - detect_ms)
             after.append((at - seen[1]) * 1e3)
-
-    def spread(xs: list[float]) -> dict[str, float] | None:
-        if not xs:
-            return None
-        xs = sorted(xs)
-        return {
-            "p50": round(xs[len(xs) // 2], 2),
-            "p99": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))], 2),
-            "max": round(xs[-1], 2),
-        }
-
     return {
         "downs_reported": len(first),
         "matched_to_wire": len(over),
-        "overshoot_ms": spread(over),
-        "after_wire_ms": spread(after),
+        "overshoot_ms": _spread(over),
+        "after_wire_ms": _spread(after),
         "span_ms": round((max(first.values()) - min(first.values())) * 1e3, 1) if first else None,
     }
 

@@ -285,11 +285,10 @@ class Engine:
                 self._log_change(entry, told)
             entry.announced.clear()
         while (ev := s.next_event()) is not None:
+            # The controller hears of a change before the log does.
+            self._tell(entry, ev)
             if isinstance(ev, StateChanged):
-                self._state_changed(entry, ev)
-            else:
-                for listener in self.remote_listeners:
-                    listener(entry, ev)
+                self._log_change(entry, ev)
         for observer in self.observers:
             observer.serviced(entry)
         deadline = s.get_timer()
@@ -315,19 +314,18 @@ class Engine:
 
     def announce(self, entry: Entry) -> None:
         while (ev := entry.session.next_event()) is not None:
+            self._tell(entry, ev)
             if isinstance(ev, StateChanged):
-                for listener in self.state_listeners:
-                    listener(entry, ev)
                 entry.announced.append(ev)
-            else:
-                for remote in self.remote_listeners:
-                    remote(entry, ev)
 
-    def _state_changed(self, entry: Entry, ev: StateChanged) -> None:
-        # The controller hears of the change before the log does.
-        for listener in self.state_listeners:
-            listener(entry, ev)
-        self._log_change(entry, ev)
+    def _tell(self, entry: Entry, ev: StateChanged | RemoteParamsChanged) -> None:
+        """Hand one of the session's events to its listeners (the controller)."""
+        if isinstance(ev, StateChanged):
+            for listener in self.state_listeners:
+                listener(entry, ev)
+        else:
+            for remote in self.remote_listeners:
+                remote(entry, ev)
 
     @staticmethod
     def _log_change(entry: Entry, ev: StateChanged) -> None:
