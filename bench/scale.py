@@ -206,6 +206,9 @@ class Bed:
     p_mac: str
     args: argparse.Namespace
     work: Path
+    # The kernel-paced reference stream (harness.witness) whose stalls judge the silence check's
+    # timing; None: that check's figures carry no witness.
+    witness: Any = None
 
 
 def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
@@ -419,7 +422,9 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
                 f"(kernel.bpf_stats_enabled now {benchlib.sysctl_get('kernel.bpf_stats_enabled')})"
             )
         if args.silence_check:
-            out["silence"] = silence_check(eng, peer, n, interval_ms, ns=p, work=work, controller=controller)
+            out["silence"] = silence_check(
+                eng, peer, n, interval_ms, ns=p, work=work, controller=controller, witness=bed.witness
+            )
     finally:
         if controller is not None:
             controller.close()
@@ -582,6 +587,7 @@ def silence_check(
     ns: Namespace,
     work: Path,
     controller: dp_controller.Controller | None = None,
+    witness: Any = None,
 ) -> dict[str, Any]:
     """Every peer falls silent at once (the peer process exits, no AdminDown): a link failure.
 
@@ -590,6 +596,8 @@ def silence_check(
     against the silence it answers, see :func:`wire_downs`), how long until the
     engine has no session Up, and how many are still Up when the bounded wait
     ends (a session the engine never declares Down is a route never withdrawn).
+    ``witness`` (the reference stream) is read over the same span as the wire's
+    figures, from the first silence to the last Down: how late everything was.
     The Up count comes from stats dumps, which are paced over many loop
     iterations at scale: it is a coarse clock, the wire is the fine one.
     """
@@ -619,6 +627,11 @@ def silence_check(
         packets = cap.stop()
     found: dict[str, tuple[float, float]] = {}
     out["wire"] = wire_downs(packets, detect_s * 1e3, found)
+    if found:
+        lo, hi = min(v[0] for v in found.values()), max(v[1] for v in found.values())
+    else:
+        lo, hi = stopped_at, stopped_at + detect_s
+    out["witness"] = benchlib.witness_window(witness, lo, hi)
     if controller is not None:
         out["controller"] = controller_downs(controller.recorded(), found, stopped_at, detect_s * 1e3)
     return out
@@ -824,12 +837,17 @@ def main() -> int:
     doc["bfdd_rungs"] = []
     t_all = time.monotonic()
     topo = Topology()
+    witness = None
     try:
+        if args.silence_check:
+            witness = benchlib.start_witness(work / "witness")
         with benchlib.bpf_stats_enabled() as old:
             doc["machine"]["bpf_stats_enabled_restored_to"] = old
             d, p = topo.namespace("d"), topo.namespace("p")
             topo.veth(d, "veth-d", p, "veth-p")
-            bed = Bed(d, p, benchlib.mac(d.name, "veth-d"), benchlib.mac(p.name, "veth-p"), args, work)
+            bed = Bed(
+                d, p, benchlib.mac(d.name, "veth-d"), benchlib.mac(p.name, "veth-p"), args, work, witness
+            )
             if args.xdp_mode == "native":
                 attach_xdp_pass(p, "veth-p")
             t0 = time.monotonic()
@@ -855,6 +873,8 @@ def main() -> int:
                 cpu = st.get("dut_cpu", {}).get("cpu_pct_sched")
                 print(f"   up {st.get('sessions_up')}/{n}, bfdd CPU {cpu} %", flush=True)
     finally:
+        if witness is not None:
+            witness.close()
         topo.close()
         doc["duration_s"] = round(time.monotonic() - t_all, 1)
         doc["leftover_namespaces"] = benchlib.require_clean_netns(f"{PREFIX}{os.getpid()}-")

@@ -326,7 +326,9 @@ def scale_args(s: dict[str, Any], engine_sched: str) -> argparse.Namespace:
     return scale.parser().parse_args(argv)
 
 
-def part_scale(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, engine_sched: str) -> None:
+def part_scale(
+    run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, witness: Any, *, engine_sched: str
+) -> None:
     s = prof["scale"]
     args = scale_args(s, engine_sched)
     rungs = scale.parse_ladder(args.ladder)
@@ -340,7 +342,7 @@ def part_scale(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path, 
             d, p = topo.namespace("d"), topo.namespace("p")
             topo.veth(d, "veth-d", p, "veth-p")
             d_mac, p_mac = benchlib.mac(d.name, "veth-d"), benchlib.mac(p.name, "veth-p")
-            bed = scale.Bed(d, p, d_mac, p_mac, args, work / "scale")
+            bed = scale.Bed(d, p, d_mac, p_mac, args, work / "scale", witness)
             if args.xdp_mode == "native":
                 attach_xdp_pass(p, "veth-p")
             scale.setup_addresses(d, p, max([n for n, _ in rungs] + bfdd), d_mac, p_mac)
@@ -464,7 +466,7 @@ def run_profile(run: Run, doc: dict[str, Any], plan: Plan, work: Path) -> None:
     if "cost" in parts:
         steps.append(("cost", lambda: part_cost(run, doc, prof, work)))
     if "scale" in parts:
-        steps.append(("scale", lambda: part_scale(run, doc, prof, work, engine_sched)))
+        steps.append(("scale", lambda: part_scale(run, doc, prof, work, witness, engine_sched=engine_sched)))
     if "takeover" in parts:
         steps.append(
             ("takeover", lambda: part_takeover(run, doc, prof, work, witness, engine_sched=engine_sched))

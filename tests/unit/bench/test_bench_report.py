@@ -104,9 +104,34 @@ def scale_rung(n: int, ms: int = 10) -> dict:
     }
 
 
+def cost_row(engine_ns: float, bare_ns: float) -> dict:
+    return {
+        "engine_ns_per_packet": engine_ns,
+        "bare_ns_per_packet": bare_ns,
+        "engine_over_bare": round(engine_ns / bare_ns, 2),
+    }
+
+
+def silence(n: int, p50: float = 0.3, mx: float = 0.8, downs: int | None = None, stall: float = 0.1) -> dict:
+    """The mass silence's figures (scale.py's silence_check) with the witness of its span."""
+    return {
+        "detections_reported": n,
+        "detection_ms": {"min": 60.0, "median": 60.3, "max": 60.8},
+        "still_up_at_end": 0,
+        "wire": {
+            "up_seen": n,
+            "downs_seen": n if downs is None else downs,
+            "early": 0,
+            "overshoot_ms": {"p50": p50, "p99": mx, "max": mx},
+        },
+        "witness": {"stall_ms": stall},
+        "engine_cpu_us_per_expiry": 200.0,
+    }
+
+
 def takeover_part(down: int = 0, gap: float = 16.0, stall: float = 0.3) -> dict:
     done = [
-        {"gone_ms": 8.0 + k, "request_to_ready_ms": 60.0 + k, "witness": {"stall_ms": stall}}
+        {"gone_ms": 5.0 + k, "request_to_ready_ms": 60.0 + k, "witness": {"stall_ms": stall}}
         for k in range(5)
     ]
     return {
@@ -166,21 +191,24 @@ def run_doc() -> dict[str, Any]:
         "ladder": [cell(lv, b) for lv in levels for b in ("bfdd", "engine-ktx")],
         "detection": [
             detection("L0", [kill(0.2), kill(0.3), kill(0.4)]),
-            detection("L4", [kill(1.0), kill(2.0)]),
+            detection("L4", [kill(0.3), kill(0.6)]),
         ],
         "cost": {
             "results": [
                 {
                     "mode": "generic",
                     "median": {
-                        "control": {"engine_ns_per_packet": 200.0},
-                        "echo": {"engine_ns_per_packet": 180.0},
-                        "burst": {"engine_ns_per_packet": 60.0},
+                        "control": cost_row(200.0, 110.0),
+                        "echo": cost_row(180.0, 100.0),
+                        "burst": cost_row(60.0, 40.0),
                     },
                 }
             ]
         },
-        "scale": {"rungs": [scale_rung(1), scale_rung(1024), scale_rung(4096, 20)], "bfdd_rungs": []},
+        "scale": {
+            "rungs": [scale_rung(1), scale_rung(1024), scale_rung(4096, 20) | {"silence": silence(4096)}],
+            "bfdd_rungs": [],
+        },
         "takeover": takeover_part(),
         "complete": True,
         "duration_s": 500,
@@ -204,6 +232,14 @@ def test_a_clean_run_meets_every_target_and_records_no_error() -> None:
         "cpu_1024",
         "up_4096",
         "takeover_hitless",
+        "seed_cold_generic",
+        "seed_warm_generic",
+        "seed_detect_L0",
+        "seed_detect_L4",
+        "seed_detect_4096",
+        "seed_xdp_share",
+        "seed_gone",
+        "seed_serving",
     }
     assert report.run_errors(doc) == []
     assert "2.40 %" in got["cpu_1024"].measured  # the XDP program's share is carried
@@ -271,6 +307,7 @@ def test_a_scale_row_shows_the_bring_up_beside_the_peers_own_silences() -> None:
 
 def test_the_mass_silence_is_shown_where_the_profile_ran_it() -> None:
     doc = run_doc()
+    del doc["scale"]["rungs"][2]["silence"]
     assert not any("Every peer silent" in r for r in report.scale_md(doc))
     doc["scale"]["rungs"][1]["silence"] = {
         "detections_reported": 1024,
@@ -289,13 +326,15 @@ def test_the_mass_silence_is_shown_where_the_profile_ran_it() -> None:
     row = lines[-1]
     assert (
         row.startswith("| 1024 | 3x")
-        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | - | 228.8 |" in row
+        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | - | 228.8 | - |" in row
     )
     # Sessions from a bfddp controller (scale.py --controller bfddp): its reports' lateness beside the wire's.
     told = {"overshoot_ms": {"p50": 19.0, "p99": 47.9, "max": 48.4}}
     doc["scale"]["rungs"][1]["silence"]["controller"] = told
     row = report.scale_md(doc)[-1]
-    assert "| 70.0 / 138.0 | 0 | 19.0 / 48.4 | 228.8 |" in row
+    assert "| 70.0 / 138.0 | 0 | 19.0 / 48.4 | 228.8 | - |" in row
+    doc["scale"]["rungs"][1]["silence"]["witness"] = {"stall_ms": 3.25}
+    assert report.scale_md(doc)[-1].endswith("| 228.8 | 3.2 |")
 
 
 def test_an_unmeasured_xdp_share_is_an_error_not_a_zero() -> None:
@@ -362,7 +401,7 @@ def test_detection_missed_only_because_of_a_stalled_kill_is_not_judged() -> None
 def test_takeover_table_and_target() -> None:
     doc = run_doc()
     row = report.takeover_md(doc)[2]
-    assert row.startswith("| 64 | 5/5 | 8.0 / 12.0 | 60.0 / 64.0 | 0 | 0 | 0 | 16.0 |")
+    assert row.startswith("| 64 | 5/5 | 5.0 / 9.0 | 60.0 / 64.0 | 0 | 0 | 0 | 16.0 |")
     doc["takeover"] = takeover_part(down=64, gap=995.0)
     assert verdicts(doc)["takeover_hitless"].verdict == report.NOT_MET
     # Down events are judged by the witness just before them, not anywhere in the window.
@@ -519,6 +558,58 @@ def test_takeover_downs_after_the_peers_own_silence_are_not_judged_and_one_witho
     doc["takeover"] = takeover_part(down=3, gap=40.0) | {"peer_down_after_own_silence": 3}
     t = verdicts(doc)["takeover_hitless"]
     assert t.verdict == report.NOT_JUDGED and "silence of the peer's own" in t.why
-    assert report.takeover_md(doc)[2].startswith("| 64 | 5/5 | 8.0 / 12.0 | 60.0 / 64.0 | 3 | 3 | 3 |")
+    assert report.takeover_md(doc)[2].startswith("| 64 | 5/5 | 5.0 / 9.0 | 60.0 / 64.0 | 3 | 3 | 3 |")
     doc["takeover"]["peer_down_after_own_silence"] = 2  # one Down the peer's silence does not explain
     assert verdicts(doc)["takeover_hitless"].verdict == report.NOT_MET
+
+
+def test_the_seeds_timing_rows_excuse_a_miss_only_by_its_own_windows_stall() -> None:
+    doc = run_doc()
+    doc["takeover"]["takeovers"][2] |= {"gone_ms": 30.0, "witness": {"stall_ms": 25.0}}
+    t = verdicts(doc)["seed_gone"]
+    assert t.verdict == report.NOT_JUDGED and "25.0 ms" in t.why
+    assert t.measured.startswith(f"5.0{SPAN}30.0 ms over 5 takeovers")
+    # A stall shorter than the miss does not explain it; another takeover's stall is not its own.
+    doc["takeover"]["takeovers"][2]["witness"] = {"stall_ms": 15.0}
+    doc["takeover"]["takeovers"][3]["witness"] = {"stall_ms": 40.0}
+    assert verdicts(doc)["seed_gone"].verdict == report.NOT_MET
+    doc["takeover"]["takeovers"][4]["request_to_ready_ms"] = 150.0
+    assert verdicts(doc)["seed_serving"].verdict == report.NOT_MET
+    # One session's kills: the max bound per kill, the mean besides.
+    doc["detection"][0] = detection("L0", [kill(0.2), kill(0.3), kill(3.0, stall=2.5)])
+    assert verdicts(doc)["seed_detect_L0"].verdict == report.NOT_JUDGED
+    doc["detection"][0] = detection("L0", [kill(0.7), kill(0.8), kill(0.9)])
+    t = verdicts(doc)["seed_detect_L0"]
+    assert t.verdict == report.NOT_MET and t.measured == "mean 0.80, max 0.90 ms over 3 kills"
+    assert verdicts(doc)["detect_L0"].verdict == report.NOT_MET  # the older row agrees on the mean
+
+
+def test_the_mass_silence_at_4096_needs_every_down_and_its_timing_under_a_witness() -> None:
+    doc = run_doc()
+    rung = doc["scale"]["rungs"][2]
+    rung["silence"] = silence(4096, p50=30.0, mx=45.0, stall=50.0)
+    t = verdicts(doc)["seed_detect_4096"]
+    assert t.verdict == report.NOT_JUDGED
+    assert "p50 30.00, max 45.00 ms past detection" in t.measured and "witness stall 50.0 ms" in t.measured
+    rung["silence"] = silence(4096, p50=30.0, mx=45.0, stall=2.0)
+    assert verdicts(doc)["seed_detect_4096"].verdict == report.NOT_MET
+    # A session never seen going Down is a route never withdrawn: no stall excuses it.
+    rung["silence"] = silence(4096, downs=4090, stall=50.0)
+    t = verdicts(doc)["seed_detect_4096"]
+    assert t.verdict == report.NOT_MET and "not declared Down" in t.why
+    del rung["silence"]
+    t = verdicts(doc)["seed_detect_4096"]
+    assert t.verdict == report.NOT_MEASURED and "no mass silence" in t.why
+
+
+def test_the_cold_packet_is_judged_against_the_bare_reflector_of_the_same_windows() -> None:
+    doc = run_doc()
+    med = doc["cost"]["results"][0]["median"]
+    med["echo"] = cost_row(300.0, 100.0)  # under 400 ns, but 3 x the bare reflector
+    t = verdicts(doc)["seed_cold_generic"]
+    assert t.verdict == report.NOT_MET and "echo 300 ns (3.00 x bare 100 ns)" in t.measured
+    assert verdicts(doc)["cost_generic"].verdict == report.NOT_MET  # and over the older 250 ns
+    med["burst"] = cost_row(90.0, 40.0)
+    assert verdicts(doc)["seed_warm_generic"].verdict == report.NOT_MET
+    del med["control"]["bare_ns_per_packet"], med["control"]["engine_over_bare"]
+    assert verdicts(doc)["seed_cold_generic"].verdict == report.NOT_MEASURED
