@@ -1263,6 +1263,7 @@ SILENCE_HEAD = [
     "wire: Downs / sessions seen Up",
     "wire: Down past detection ms p50 / max",
     "wire: Downs without a silence",
+    "of the Downs, the kernel's",
     "report to the controller past detection ms p50 / max",
     "engine CPU µs per expiry",
     "witness worst stall ms",
@@ -1290,6 +1291,7 @@ def silence_md(sc: dict[str, Any]) -> list[str]:
                 f"{_f(wire.get('downs_seen'))} / {_f(wire.get('up_seen'))}",
                 f"{_f(over.get('p50'))} / {_f(over.get('max'))}",
                 _f(wire.get("early")),
+                _f(si.get("kernel_sent_downs")),
                 f"{_f(told.get('p50'))} / {_f(told.get('max'))}" if told else "-",
                 _f(si.get("engine_cpu_us_per_expiry")),
                 # Over the wire figures' span: from the first silence to the last Down.

@@ -423,7 +423,15 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             )
         if args.silence_check:
             out["silence"] = silence_check(
-                eng, peer, n, interval_ms, ns=p, work=work, controller=controller, witness=bed.witness
+                eng,
+                peer,
+                n,
+                interval_ms,
+                ns=p,
+                work=work,
+                controller=controller,
+                witness=bed.witness,
+                downs0=kernel_downs(s1),
             )
     finally:
         if controller is not None:
@@ -588,6 +596,7 @@ def silence_check(
     work: Path,
     controller: dp_controller.Controller | None = None,
     witness: Any = None,
+    downs0: int | None = None,
 ) -> dict[str, Any]:
     """Every peer falls silent at once (the peer process exits, no AdminDown): a link failure.
 
@@ -598,6 +607,8 @@ def silence_check(
     ends (a session the engine never declares Down is a route never withdrawn).
     ``witness`` (the reference stream) is read over the same span as the wire's
     figures, from the first silence to the last Down: how late everything was.
+    ``downs0``: the tick program's Down count before (the steady window's
+    last stats document), for how many of the Downs the kernel sent.
     The Up count comes from stats dumps, which are paced over many loop
     iterations at scale: it is a coarse clock, the wire is the fine one.
     """
@@ -618,6 +629,10 @@ def silence_check(
         time.sleep(detect_s + 0.5 + n / 2000)
         cpu_s = benchlib.proc_cpu(eng.pid)["sched_s"] - cpu0["sched_s"]
         out = _silence_samples(eng, n, t0, detect_s)
+        # How many of the Downs the tick program sent (docs/fastpath.md, "Many expiries at once");
+        # None where the engine's loop has no such counter (an older build, --kernel-clock off).
+        downs1 = out.pop("kernel_downs")
+        out["kernel_sent_downs"] = downs1 - downs0 if downs0 is not None and downs1 is not None else None
         out["engine_cpu_s"] = round(cpu_s, 4)
         reported = out["detections_reported"]
         out["engine_cpu_us_per_expiry"] = round(cpu_s * 1e6 / reported, 1) if reported else None
@@ -670,7 +685,13 @@ def _silence_samples(eng: EngineProcess, n: int, t0: float, detect_s: float) -> 
         "waited_s": round(time.monotonic() - t0, 2),
         "samples": samples,
         "sessions": n,
+        "kernel_downs": kernel_downs(st),
     }
+
+
+def kernel_downs(stats: dict[str, Any]) -> int | None:
+    """The tick program's count of Downs it sent, from a stats document."""
+    return ((stats.get("kernel_clock") or {}).get("counters") or {}).get("down_sent")
 
 
 def bfdd_conf(n: int, interval_ms: int) -> str:
@@ -940,6 +961,8 @@ def main() -> int:
                 (wire.get("overshoot_ms") or {}).get("max") if wire else None,
                 (ctl.get("overshoot_ms") or {}).get("p50") if (ctl := si.get("controller")) else None,
                 (ctl.get("overshoot_ms") or {}).get("max") if ctl else None,
+                si.get("kernel_sent_downs"),
+                (si.get("witness") or {}).get("stall_ms"),
                 si.get("engine_cpu_us_per_expiry"),
             ]
         )
@@ -972,6 +995,8 @@ def main() -> int:
                 "max ms",
                 "bfddp overshoot p50 ms",
                 "max ms",
+                "kernel-sent Downs",
+                "witness stall ms",
                 "engine cpu us/expiry",
             ],
             rows,

@@ -332,6 +332,35 @@ struct bfd_tick_hdr {
 	__u32 gen;              /* a frame of another generation than tick_cfg.gen dies on arrival */
 } __attribute__((packed));
 
+/*
+ * A run of Downs handed to the kernel in one frame (tick.c): when a walk finds
+ * many peers silent at once, each session's Down is the tick program's clone
+ * of a packet built from that session's maps, instead of a send system call of
+ * the engine's each (tens of microseconds here: a second's work at 4096
+ * sessions would hold the controller's reports back). The engine sends the
+ * frame into the loop unclassified (htb's direct queue: no wait); it dies
+ * after its Downs left.
+ */
+#define BFD_DOWN_MAGIC 0x7bfd71d0
+#define BFD_DOWN_BATCH 16           /* entries in one frame (the frame stays under the loop's MTU) */
+
+struct bfd_down_entry {
+	__u32 slot;
+	__u8 pkt_len;           /* of pkt: 24, or more with a password's auth section */
+	__u8 pad[3];
+	__u8 pkt[BFD_PKT_MAX];  /* the session's Down, as its machine would send it */
+} __attribute__((packed));
+
+struct bfd_down_frame {
+	__u8 dst[6];
+	__u8 src[6];
+	__be16 proto;           /* BFD_TICK_ETHERTYPE */
+	__u32 magic;            /* BFD_DOWN_MAGIC */
+	__u32 count;            /* entries that follow, at most BFD_DOWN_BATCH */
+	__u8 pad[2];            /* a multiple of 8 bytes in all: a per-CPU map's value */
+	struct bfd_down_entry e[BFD_DOWN_BATCH];
+} __attribute__((packed));
+
 /* What the engine decides for a session's clock. Written by userspace only. */
 struct bfd_tick_cfg {
 	__u32 flags;
@@ -369,7 +398,11 @@ struct bfd_tick_state {
 	X(TICK_NO_PATH, tick_no_path)     \
 	X(TICK_STALE, tick_stale)         \
 	X(TICK_FOREIGN, tick_foreign)     \
-	X(TICK_ERROR, tick_error)
+	X(TICK_ERROR, tick_error)         \
+	X(DOWN_SENT, down_sent)           \
+	X(DOWN_NO_PATH, down_no_path)     \
+	X(DOWN_STALE, down_stale)         \
+	X(DOWN_ERROR, down_error)
 
 #define BFD_X_ENUM(idx, name) BFD_TC_##idx,
 enum bfd_tick_counter { BFD_TICK_COUNTERS(BFD_X_ENUM) BFD_TC_MAX };

@@ -43,6 +43,8 @@ BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
 BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS);
 BFD_TABLE_MAPPED("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS);
 BFD_TABLE("percpu_array", __u32, __u64, tick_counters, BFD_TC_MAX);
+/* Where the tick program reads a frame of Downs to (it rebuilds the frame for each Down): never pinned. */
+BPF_F_TABLE("percpu_array", __u32, struct bfd_down_frame, down_scratch, 1, 0);
 BFD_TABLE("hash", __u32, struct bfd_sbfd_cfg, sbfd_cfg, BFD_SBFD_MAX_REFLECTORS);
 BFD_TABLE("hash", __u32, struct bfd_sbfd_state, sbfd_state, BFD_SBFD_MAX_REFLECTORS);
 BFD_TABLE("array", __u32, struct bfd_sbfd_global, sbfd_global, 1);

@@ -21,6 +21,11 @@
  *      §6.8.7 jitter) counted from the last packet sent, and redirects it
  *      into the shaped end again.
  *
+ * A frame of Downs (struct bfd_down_frame) is the other thing that comes
+ * round: the engine sends one in, unclassified, when the sweep reported many
+ * peers silent, and each of its entries leaves as a Down built like the
+ * clock's packets (tick_downs), instead of a send system call each.
+ *
  * Compiled after xdp_bfd.c and sweep.c as one text: it shares their maps and
  * helpers (fold, same16).
  */
@@ -75,12 +80,14 @@ static __always_inline int is_v4_mapped(const __u8 *a)
 	return x[0] == 0 && x[1] == 0 && x[2] == bpf_htonl(0xffff);
 }
 
-/* Build the session's packet in the tick frame and clone it out. Returns 0 once it left. */
-static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg *tc, struct bfd_cfg *c,
+/*
+ * Build one of the session's packets (pkt, n bytes of BFD) in the frame and
+ * clone it out. Returns 0 once it left.
+ */
+static __always_inline int tick_send(struct __sk_buff *skb, const __u8 *pkt, __u32 n, struct bfd_cfg *c,
 				     struct bfd_state *st)
 {
 	__u32 ifindex = st->rx_ifindex;
-	__u32 n = tc->pkt_len;
 
 	if (n < BFD_CONTROL_LEN || n > BFD_PKT_MAX)
 		return -1;
@@ -103,7 +110,7 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 		f.udp.source = c->sport;
 		f.udp.dest = c->dport;
 		f.udp.len = bpf_htons(sizeof(f.udp) + n);
-		__builtin_memcpy(f.bfd, tc->pkt, BFD_PKT_MAX);
+		__builtin_memcpy(f.bfd, pkt, BFD_PKT_MAX);
 #pragma unroll
 		for (int i = 7; i < 17; i++)  /* the IPv4 header */
 			sum += f.w[i];
@@ -134,7 +141,7 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 		f.udp.source = c->sport;
 		f.udp.dest = c->dport;
 		f.udp.len = f.ip.payload_len;
-		__builtin_memcpy(f.bfd, tc->pkt, BFD_PKT_MAX);
+		__builtin_memcpy(f.bfd, pkt, BFD_PKT_MAX);
 		sum = bpf_htons(IPPROTO_UDP) + f.udp.len;
 #pragma unroll
 		for (int i = 11; i < 57; i++)  /* addresses, UDP header, BFD */
@@ -148,12 +155,55 @@ static __always_inline int tick_send(struct __sk_buff *skb, struct bfd_tick_cfg 
 	return bpf_clone_redirect(skb, ifindex, 0) ? -1 : 0;
 }
 
+/*
+ * A frame of Downs (struct bfd_down_frame): each entry's Down leaves the way a
+ * tick's packet does, built from the session's maps at this moment (addresses
+ * and MACs from the peer's last packet). The entries are read out first: the
+ * frame itself is rebuilt into each Down in turn.
+ */
+static __always_inline int tick_downs(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct bfd_down_frame *f = down_scratch.lookup(&zero);
+
+	if (!f || bpf_skb_load_bytes(skb, 0, f, sizeof(*f)) < 0) {
+		tick_count(BFD_TC_DOWN_ERROR);
+		return TC_ACT_SHOT;
+	}
+	__u32 n = f->count;
+
+	for (__u32 i = 0; i < BFD_DOWN_BATCH && i < n; i++) {
+		struct bfd_down_entry *e = &f->e[i];
+		__u32 slot = e->slot;
+		struct bfd_cfg *c = slot_cfg.lookup(&slot);
+		struct bfd_state *st = slot_state.lookup(&slot);
+
+		if (!c || !st || !(c->flags & BFD_CFG_ACTIVE)) {
+			tick_count(BFD_TC_DOWN_STALE);  /* the session left meanwhile */
+		} else if (!st->rx_ifindex) {
+			tick_count(BFD_TC_DOWN_NO_PATH);
+		} else if (tick_send(skb, e->pkt, e->pkt_len, c, st)) {
+			tick_count(BFD_TC_DOWN_ERROR);
+		} else {
+			__sync_fetch_and_add(&st->ktx_packets, 1);
+			__sync_fetch_and_add(&st->ktx_bytes, e->pkt_len);
+			tick_count(BFD_TC_DOWN_SENT);
+		}
+	}
+	return TC_ACT_SHOT;
+}
+
 int bfd_tick(struct __sk_buff *skb)
 {
 	struct bfd_tick_hdr th;
 
-	if (bpf_skb_load_bytes(skb, 0, &th, sizeof(th)) < 0 || th.proto != bpf_htons(BFD_TICK_ETHERTYPE) ||
-	    th.magic != BFD_TICK_MAGIC) {
+	if (bpf_skb_load_bytes(skb, 0, &th, sizeof(th)) < 0 || th.proto != bpf_htons(BFD_TICK_ETHERTYPE)) {
+		tick_count(BFD_TC_TICK_FOREIGN);
+		return TC_ACT_SHOT;
+	}
+	if (th.magic == BFD_DOWN_MAGIC)
+		return tick_downs(skb);
+	if (th.magic != BFD_TICK_MAGIC) {
 		tick_count(BFD_TC_TICK_FOREIGN);
 		return TC_ACT_SHOT;  /* nothing else belongs on the loop */
 	}
@@ -202,7 +252,7 @@ int bfd_tick(struct __sk_buff *skb)
 			/* XDP answered for this session on another CPU just now: that was this interval's packet. */
 			ts->skipped++;
 			tick_count(BFD_TC_TICK_SKIPPED);
-		} else if (tick_send(skb, tc, c, st) == 0) {
+		} else if (tick_send(skb, tc->pkt, tc->pkt_len, c, st) == 0) {
 			ts->sent++;
 			__sync_fetch_and_add(&st->ktx_packets, 1);
 			__sync_fetch_and_add(&st->ktx_bytes, tc->pkt_len);

@@ -298,6 +298,7 @@ def test_peer_poll_is_answered_by_the_kernel_while_the_clock_sends(fast_pair, ti
 def test_peer_killed_is_detected_by_the_sweep(fast_pair, timing):
     fp = fast_pair()
     fp.wait_offloaded()
+    sent0 = fp.engine.stats()["kernel_clock"]["counters"]["down_sent"]
     # The kernel's bound leaves 2 ms over one sweep period; judged from the
     # peer's last packet to our Down, the only moment a stall could matter.
     with timing.window("detection by the sweep", stall_ms=2) as w:
@@ -308,7 +309,11 @@ def test_peer_killed_is_detected_by_the_sweep(fast_pair, timing):
             timeout=5,
             what="our Down packet",
         )
-        last = max(p.ts for p in fp.theirs(fp.cap.stop()))
+        # Long enough for a second Down the machine would send at once if it did not know of the
+        # first; well short of the 1 pps a Down session sends at.
+        wait_until(lambda: fp.cap.snapshot()[-1].ts > down.ts + 0.2, timeout=5, what="0.2 s after the Down")
+        packets = fp.cap.stop()
+        last = max(p.ts for p in fp.theirs(packets))
         w.focus(last, down.ts)
         wire_ms = (down.ts - last) * 1e3
         s = fp.engine.session(fp.peer)
@@ -316,6 +321,11 @@ def test_peer_killed_is_detected_by_the_sweep(fast_pair, timing):
         assert down.diag == 1
         assert 3 * INTERVAL_MS <= wire_ms + 1 <= 3 * INTERVAL_MS + SWEEP_BOUND_MS
         assert 3 * INTERVAL_MS * 1000 < s["last_detection_us"] <= (3 * INTERVAL_MS + 5 + 2) * 1000
+    # The Down was the tick program's (built from the maps: a full UDP checksum), sent once.
+    assert fp.engine.stats()["kernel_clock"]["counters"]["down_sent"] == sent0 + 1
+    assert down.udp_csum_ok
+    again = [p for p in packets if down.ts < p.ts <= down.ts + 0.2 and p.src == fp.local]
+    assert not [p for p in again if p.state == "down"], "the Down left twice"
 
 
 def test_sigkill_leaves_the_gate_to_close_then_restart_replaces(fast_pair, timing):

@@ -98,6 +98,8 @@ _SIZES = {
     "tick_ethertype": "BFD_TICK_ETHERTYPE",
     "tick_magic": "BFD_TICK_MAGIC",
     "tick_len_full": "BFD_TICK_LEN_FULL",
+    "down_magic": "BFD_DOWN_MAGIC",
+    "down_batch": "BFD_DOWN_BATCH",
     "tick_len_min": "BFD_TICK_LEN_MIN",
     "tick_watch_chunk": "BFD_TICK_WATCH_CHUNK",
     "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
@@ -167,6 +169,8 @@ class Abi:
     tick_ethertype: int
     tick_magic: int
     tick_len_full: int
+    down_magic: int  # a frame of Downs for the tick program (struct bfd_down_frame)
+    down_batch: int  # its entries at most
     tick_len_min: int
     tick_watch_chunk: int
     tick_watch_copies: int

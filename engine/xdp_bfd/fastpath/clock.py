@@ -32,7 +32,10 @@ import collections
 import ctypes
 import logging
 import math
+import socket
+import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +78,23 @@ class Tick:
     held_ns: int = 0  # stopped but keeping its share until then (CLOCK_MONOTONIC), 0 when not
 
 
+_U32 = struct.Struct("=I")
+
+
+@dataclass(frozen=True)
+class DownLayout:
+    """Where a frame of Downs (struct bfd_down_frame) holds what, from bcc's ctypes of it."""
+
+    head: bytes  # the frame with its header filled in and no entry
+    count: int
+    first: int  # the first entry's offset
+    entry: int  # an entry's size
+    slot: int  # offsets inside an entry
+    pkt_len: int
+    pkt: int
+    pkt_max: int
+
+
 class Clock:
     """The kernel transmit clock as a session observer (core.host.SessionObserver)."""
 
@@ -90,6 +110,8 @@ class Clock:
         self.run_flag = int(abi.TickFlag.RUN)
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
         self.ethertype, self.magic = abi.tick_ethertype, abi.tick_magic
+        self.down_magic, self.down_batch = abi.down_magic, abi.down_batch
+        self._layout: DownLayout | None = None
         self.cfg = fp.tick_cfg
         self.state_reader = element_reader(fp.tick_state, "tick_state")
         self.ticks: dict[int, Tick] = {}
@@ -259,6 +281,58 @@ class Clock:
         ctypes.memmove(leaf.pkt, t.pkt, min(len(t.pkt), ctypes.sizeof(leaf.pkt)))
         leaf.pkt_len = len(t.pkt)
         self.cfg[self.cfg.Key(slot)] = leaf
+
+    # -- Downs ------------------------------------------------------------------------
+
+    def send_downs(self, downs: Sequence[tuple[int, bytes]]) -> list[int]:
+        """Hand a run of Downs (slot, packet) to the tick program, ``down_batch`` to a frame.
+
+        One frame is one system call for up to ``down_batch`` Downs: at a mass
+        expiry the engine's sends were the larger part of its time before the
+        controller heard (docs/fastpath.md, "Many expiries at once"). Returns
+        the slots whose frame the loop refused: those the caller sends itself.
+        A Down the kernel cannot send (no packet from the peer seen, the
+        session gone) is counted there (``down_no_path``, ``down_stale``).
+        """
+        refused: list[int] = []
+        lay, batch = self._down_layout(), self.down_batch
+        for i in range(0, len(downs), batch):
+            part = downs[i : i + batch]
+            # Packed at the offsets bcc's ctypes give the header's struct: a ctypes object per
+            # entry cost as much as the send it replaces.
+            buf = bytearray(lay.head)
+            _U32.pack_into(buf, lay.count, len(part))
+            at = lay.first
+            for slot, pkt in part:
+                n = min(len(pkt), lay.pkt_max)
+                _U32.pack_into(buf, at + lay.slot, slot)
+                buf[at + lay.pkt_len] = n
+                buf[at + lay.pkt : at + lay.pkt + n] = pkt[:n]
+                at += lay.entry
+            if not self.loop.send(bytes(buf)):
+                refused += [slot for slot, _ in part]
+        return refused
+
+    def _down_layout(self) -> DownLayout:
+        if self._layout is None:
+            frame_t = self.fp.down_frame
+            f = frame_t()
+            f.dst[:] = self.loop.b_mac
+            f.src[:] = self.loop.a_mac
+            f.proto = socket.htons(self.ethertype)
+            f.magic = self.down_magic
+            entry_t = dict(frame_t._fields_)["e"]._type_
+            self._layout = DownLayout(
+                head=bytes(f),
+                count=frame_t.count.offset,
+                first=frame_t.e.offset,
+                entry=ctypes.sizeof(entry_t),
+                slot=entry_t.slot.offset,
+                pkt_len=entry_t.pkt_len.offset,
+                pkt=entry_t.pkt.offset,
+                pkt_max=entry_t.pkt.size,
+            )
+        return self._layout
 
     # -- kernel reports -----------------------------------------------------------
 

@@ -10,6 +10,7 @@ builds them from one compiled module and does what needs two of them.
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from . import abi as _abi
 from .gate import Gate
@@ -42,6 +43,8 @@ class FastPath:
         self.events = Events(bpf)
         self.tick_counters = Counters(bpf, self.abi.tick_counters, "tick_counters")
         self.tick_cfg, self.tick_state = bpf["tick_cfg"], bpf["tick_state"]
+        # A frame of Downs for the tick program is one value of this map's (struct bfd_down_frame).
+        self.down_frame: Any = bpf["down_scratch"].sLeaf
         self.pinned = Pinned(bpf, self.abi) if pin is not None else None
 
     def enable_spread(self) -> int:

@@ -180,6 +180,15 @@ class ShapedLoop:
             # Lost like any frame: the sweep reports it and the clock sends another.
             log.warning("kernel-tx: cannot send the tick frame of slot %d in: %s", slot, e.strerror or e)
 
+    def send(self, frame: bytes) -> bool:
+        """Send a frame in unclassified (htb's direct queue: straight to the program); False if refused."""
+        try:
+            self.sock.send(frame)
+        except OSError as e:
+            log.warning("kernel-tx: cannot send a frame into the loop: %s", e.strerror or e)
+            return False
+        return True
+
     def close(self, *, remove: bool) -> None:
         """``remove``: take the loop away (a clean stop); else leave it to a successor."""
         with contextlib.suppress(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -65,7 +65,12 @@ class Offload:
         # slot -> the Down sent ahead for a reported expiry (None: none could be), from the read
         # that reported it to the session's own handling.
         self.ahead: dict[int, bytes | None] = {}
+        # The tick program's run of Downs (Clock.send_downs), set when the transmit clock's loop runs:
+        # it returns the slots it could not take.
+        self.kernel_downs: Callable[[Sequence[tuple[int, bytes]]], list[int]] | None = None
+        self.down_batch = fp.abi.down_batch
         fp.events.ahead(self.event.EXPIRED, self.send_downs)
+        fp.events.next(self.event.EXPIRED, self.announce_expiry)
         fp.events.on(self.event.EXPIRED, self.on_event)
         fp.events.on(self.event.POLL, self.on_event)
         host.watch(fp.events.open(), self._consume)
@@ -190,6 +195,8 @@ class Offload:
         detect = s.detection_external and s.state in (State.INIT, State.UP)
         if detect and not entry.detect_armed:
             entry.epoch += 1  # a new watch: an old expiry report must not count
+            # Built now (once per configuration, kept by the machine), not in a mass expiry's run.
+            s.expiry_datagram()
         entry.detect_armed = detect
         ktx = self._ktx_eligible(entry)
         f = self.cfg_flag
@@ -263,28 +270,62 @@ class Offload:
         return entry
 
     def send_downs(self, evs: Sequence[Any]) -> None:
-        """The expiries of one read of the ring: each session's Down leaves, then the controller hears.
+        """The expiries of one read of the ring: each session's Down leaves, at once.
 
         A session's own handling (kernel config, timers, log line) costs a
-        hundred microseconds or more here; one walk that finds a thousand peers
-        silent would hold the last Down back by that much per session before it
-        (docs/benchmarks.md, "Every peer silent at once"). A send is a few tens.
-        After the Downs every machine takes its transition and the controller
-        hears of it (Host.announce), each report a message; the rest waits for
-        :meth:`on_event`, in the same turn of the loop.
+        hundred microseconds or more here, its machine's transition and report
+        to the controller tens; one walk that finds a thousand peers silent
+        would hold the last Down back by that much per session before it
+        (docs/benchmarks.md, "Every peer silent at once"). With the transmit
+        clock's loop a run of Downs is one frame per ``down_batch`` of them;
+        without, a send each. The transition and the report follow in
+        :meth:`announce_expiry`, the rest in :meth:`on_event`.
         """
-        fresh = []
+        handed: dict[int, tuple[Entry, bytes]] = {}
+        run: list[tuple[int, bytes]] = []
+        kernel = self.kernel_downs
         for ev in evs:
             entry = self._reported(ev)
             if entry is None or ev.slot in self.ahead:
                 continue  # two CPUs may both report one silence: one Down
             down = entry.session.expiry_datagram()
-            self.ahead[ev.slot] = down if down is not None and entry.send(down) else None
-            fresh.append((ev, entry))
-        now = now_us()
-        for ev, entry in fresh:
-            self._expire(ev, entry, now, self.ahead[ev.slot])
-            self.host.announce(entry)
+            # The kernel builds the packet from what XDP recorded of the peer's last packet, which
+            # an expiry report implies (XDP stamps the arrival and the path together).
+            if down is not None and kernel is not None:
+                handed[ev.slot] = (entry, down)
+                self.ahead[ev.slot] = down
+                run.append((ev.slot, down))
+                if len(run) == self.down_batch:  # a frame's worth leaves before the rest is looked at
+                    self._hand(kernel, run, handed)
+                    run = []
+            else:
+                self.ahead[ev.slot] = down if down is not None and entry.send(down) else None
+        if run and kernel is not None:
+            self._hand(kernel, run, handed)
+
+    def _hand(
+        self,
+        kernel: Callable[[Sequence[tuple[int, bytes]]], list[int]],
+        run: list[tuple[int, bytes]],
+        handed: dict[int, tuple[Entry, bytes]],
+    ) -> None:
+        for slot in kernel(run):  # what the loop refused leaves from here
+            entry, down = handed[slot]
+            self.ahead[slot] = down if entry.send(down) else None
+
+    def announce_expiry(self, ev: Any) -> None:
+        """A reported expiry whose Down left: the machine takes its transition and the controller hears.
+
+        Before any session's own handling, since routing protocols learn of a
+        failure from this report, not from the Down. One report at a time,
+        the ring read again between them: a Down the kernel reports meanwhile
+        waits for one report, not for all of them (:class:`.reports.Events`).
+        """
+        entry = self._reported(ev)
+        if entry is None or ev.slot not in self.ahead or entry.session.state not in (State.INIT, State.UP):
+            return  # a second report of one silence; or none ahead, left to on_event
+        self._expire(ev, entry, now_us(), self.ahead[ev.slot])
+        self.host.announce(entry)
 
     @staticmethod
     def _expire(ev: Any, entry: Entry, now: int, sent: bytes | None) -> None:
@@ -300,8 +341,9 @@ class Offload:
             return
         now = now_us()
         if ev.type == self.event.EXPIRED:
-            # The Down left and the machine ran in send_downs, before this: on a CPU woken from
-            # idle the rest took longer than the send (docs/benchmarks.md, "Detection's clock").
+            # The Down left in send_downs and the machine ran in announce_expiry, before this: on a
+            # CPU woken from idle the rest took longer than the send (docs/benchmarks.md,
+            # "Detection's clock").
             sent = self.ahead.pop(ev.slot, None)
             if entry.session.state in (State.INIT, State.UP):
                 # Not run ahead: a report handed on alone, or the batch's ahead handling failed

@@ -33,14 +33,19 @@ class Counters:
 class Events:
     """The ``events`` ring buffer; each event arrives as a ``struct bfd_event``, handed on by its type.
 
-    A read drains the ring and then hands the batch on: first every event of a
-    type with an ``ahead`` handler to it, all at once, then each event in ring
-    order to its own handler, reading the ring again after each. When many
-    peers fall silent together, what must leave at once (each session's Down)
-    leaves for every reported one before any session's slower work, and for
-    one reported meanwhile before the next session's (docs/fastpath.md).
-    The handlers of one turn stop after TURN_S; the events left (their
-    ahead handlers already run) go first at the next :meth:`consume`.
+    A read drains the ring and then hands the batch on in three stages: every
+    event of a type with an ``ahead`` handler to it, all at once; then each
+    event of a type with a ``next`` handler to that, in ring order; then each
+    event to its own (``on``) handler, in ring order. The ring is read again
+    after every ``next`` and ``on`` handler, and what it brings goes through
+    its ``ahead`` stage at once and joins the queues, ``next`` before any
+    ``on``. When many peers fall silent together, each session's Down (ahead)
+    leaves for every reported one before the controller hears of any (next),
+    and the controller hears of every one before any session's slower work
+    (on); a report read meanwhile has its Down sent before the next session's
+    report (docs/fastpath.md, "Many expiries at once"). The ``on`` handlers
+    of one turn stop after TURN_S, once no ``next`` handler is due; the
+    events left (their earlier stages run) go first at the next :meth:`consume`.
     """
 
     def __init__(self, bpf: Any) -> None:
@@ -48,7 +53,9 @@ class Events:
         self.event_type = bpf["event_layout"].Leaf
         self.handlers: dict[int, Callable[[Any], None]] = {}
         self.ahead_handlers: dict[int, Callable[[Sequence[Any]], None]] = {}
+        self.next_handlers: dict[int, Callable[[Any], None]] = {}
         self._batch: list[Any] = []
+        self._next: deque[Any] = deque()  # read, handed ahead, waiting for their next handler
         self._left: deque[Any] = deque()  # read, handed ahead, waiting for their own handler
         self._open = False
 
@@ -57,8 +64,12 @@ class Events:
         self.handlers[int(event_type)] = callback
 
     def ahead(self, event_type: int, callback: Callable[[Sequence[Any]], None]) -> None:
-        """Hand the events of ``event_type`` in a read to ``callback`` at once, before any ``on`` handler."""
+        """Hand the events of ``event_type`` in a read to ``callback`` at once, before any other handler."""
         self.ahead_handlers[int(event_type)] = callback
+
+    def next(self, event_type: int, callback: Callable[[Any], None]) -> None:
+        """Hand each event of ``event_type`` to ``callback`` after the ahead stage, before any ``on``."""
+        self.next_handlers[int(event_type)] = callback
 
     def open(self) -> int:
         """Start delivering events; returns the fd to poll for readability."""
@@ -89,31 +100,39 @@ class Events:
         return batch
 
     def dispatch(self, batch: Sequence[Any], read: Callable[[], list[Any]] | None = None) -> bool:
-        """Hand a drained batch on: the ``ahead`` handlers first, then each event in order.
+        """Hand a drained batch on: the ``ahead`` handlers first, then ``next``, then ``on``.
 
-        With ``read``, the ring is read again after each event's handler (a
-        read of the mapped ring, no system call): what the kernel reported
-        meanwhile has its ``ahead`` handlers run at once and joins the queue.
-        Events left from an earlier call (ahead handlers run) come first.
-        After TURN_S of handlers the rest is left for the next call: True.
+        With ``read``, the ring is read again after each ``next`` or ``on``
+        handler (a read of the mapped ring, no system call): what the kernel
+        reported meanwhile has its ``ahead`` handlers run at once and joins the
+        queues. Events left from an earlier call come first in theirs. After
+        TURN_S, once every due ``next`` handler ran, the rest is left for the
+        next call: True.
         """
-        pending, self._left = self._left, deque()
-        pending.extend(batch)
-        self._ahead(batch)
+        self._arrive(batch)
+        nxt, pending = self._next, self._left
         until = time.monotonic() + TURN_S
-        while pending:
-            ev = pending.popleft()
-            handler = self.handlers.get(ev.type)
-            if handler is not None:
-                self._call(handler, ev)
+        while nxt or pending:
+            if nxt:
+                ev = nxt.popleft()
+                self._call(self.next_handlers[ev.type], ev)
+            else:
+                ev = pending.popleft()
+                handler = self.handlers.get(ev.type)
+                if handler is not None:
+                    self._call(handler, ev)
             if read is not None:
-                more = read()
-                self._ahead(more)
-                pending.extend(more)
-            if pending and time.monotonic() >= until:
-                self._left = pending
+                self._arrive(read())
+            # A next handler never waits for a later turn: the Down its ahead stage sent and what it
+            # does (the machine's transition) are one step, with no timer of the session between.
+            if not nxt and pending and time.monotonic() >= until:
                 return True
         return False
+
+    def _arrive(self, batch: Sequence[Any]) -> None:
+        self._ahead(batch)
+        self._next.extend(ev for ev in batch if ev.type in self.next_handlers)
+        self._left.extend(batch)
 
     def _ahead(self, batch: Sequence[Any]) -> None:
         for event_type, callback in self.ahead_handlers.items():

@@ -217,6 +217,8 @@ def start_fast_path(
             # After the Offload: it gives each session its slot and says whether XDP answers.
             clock = Clock(host, fp, loop, budget=args.kernel_clock_budget)
             host.add_observer(clock)
+            # A mass expiry's Downs leave through the loop too: one frame per run of them.
+            offload.kernel_downs = clock.send_downs
             host.add_closer(clock.close)
     else:
         log.info("kernel-tx: --kernel-clock off: the engine sends what XDP cannot answer")

@@ -326,15 +326,15 @@ def test_the_mass_silence_is_shown_where_the_profile_ran_it() -> None:
     row = lines[-1]
     assert (
         row.startswith("| 1024 | 3x")
-        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | - | 228.8 | - |" in row
+        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | - | - | 228.8 | - |" in row
     )
     # Sessions from a bfddp controller (scale.py --controller bfddp): its reports' lateness beside the wire's.
     told = {"overshoot_ms": {"p50": 19.0, "p99": 47.9, "max": 48.4}}
     doc["scale"]["rungs"][1]["silence"]["controller"] = told
     row = report.scale_md(doc)[-1]
-    assert "| 70.0 / 138.0 | 0 | 19.0 / 48.4 | 228.8 | - |" in row
-    doc["scale"]["rungs"][1]["silence"]["witness"] = {"stall_ms": 3.25}
-    assert report.scale_md(doc)[-1].endswith("| 228.8 | 3.2 |")
+    assert "| 70.0 / 138.0 | 0 | - | 19.0 / 48.4 | 228.8 | - |" in row
+    doc["scale"]["rungs"][1]["silence"] |= {"witness": {"stall_ms": 3.25}, "kernel_sent_downs": 1020}
+    assert report.scale_md(doc)[-1].endswith("| 70.0 / 138.0 | 0 | 1020 | 19.0 / 48.4 | 228.8 | 3.2 |")
 
 
 def test_an_unmeasured_xdp_share_is_an_error_not_a_zero() -> None:

@@ -523,8 +523,9 @@ def test_every_down_of_one_read_leaves_then_is_announced_before_any_session_is_h
 
 
 def test_a_batch_whose_announcing_failed_still_takes_every_session_down(caplog) -> None:
-    """The controller's listener fails for the first session of a batch: the sessions after it are
-    not left Up with their Down sent; each one's own handling runs its machine instead."""
+    """The controller's listener fails for the first session of a batch: that session is not left
+    Up with its Down sent (its own handling runs its machine), and the sessions after it are
+    announced as if nothing happened."""
     order: list[tuple[str, int]] = []
     host = _Host()
     calls = []
@@ -541,7 +542,8 @@ def test_a_batch_whose_announcing_failed_still_takes_every_session_down(caplog) 
     events = _silent(host, off, order, 3)
     with caplog.at_level("ERROR", logger="xdp_bfd"):
         fp.events.dispatch(events)
-    assert calls == [100]  # the ahead handling stopped there
+    assert calls == [100, 101, 102]  # each report its own call: one failure costs only its session
+    assert [d for d, _ in host.announced] == [101, 102]
     assert [r.getMessage() for r in caplog.records] == ["kernel-tx: handling a kernel report failed"]
     assert [host.sessions[d].session.state for d in (100, 101, 102)] == [control.State.DOWN] * 3
     assert [e.session.local_discr for e in host.serviced] == [100, 101, 102]
@@ -587,6 +589,53 @@ def test_what_the_kernel_reports_meanwhile_is_sent_ahead_of_the_next_handling() 
         ("on", 11),
     ]
     assert later == []  # read again after every handler, and no more once the queue was empty
+
+
+def test_every_next_handler_goes_before_any_on_and_a_report_read_meanwhile_is_sent_after_one() -> None:
+    """The three stages: a report read while the controller hears of an earlier one has its Down
+    (ahead) sent before the next report (next), and every report before any session's handling (on)."""
+    events = Events({"event_layout": SimpleNamespace(Leaf=None)})
+    seen: list[tuple[str, Any]] = []
+    later = [[SimpleNamespace(type=2, n=10)], [], [], [], [], [], []]
+    events.ahead(2, lambda evs: seen.append(("ahead", [e.n for e in evs])))
+    events.next(2, lambda ev: seen.append(("next", ev.n)))
+    events.on(2, lambda ev: seen.append(("on", ev.n)))
+    events.on(5, lambda ev: seen.append(("other", ev.n)))  # a type without a next handler
+    batch = [SimpleNamespace(type=2, n=0), SimpleNamespace(type=5, n=1), SimpleNamespace(type=2, n=2)]
+    events.dispatch(batch, read=lambda: later.pop(0))
+    assert seen == [
+        ("ahead", [0, 2]),
+        ("next", 0),
+        ("ahead", [10]),  # read after the first report: its Down before the second report
+        ("next", 2),
+        ("next", 10),
+        ("on", 0),
+        ("other", 1),
+        ("on", 2),
+        ("on", 10),
+    ]
+    assert later == []
+
+
+def test_no_next_handler_waits_for_a_later_turn(monkeypatch) -> None:
+    """Past the turn's bound the ``on`` handlers wait; a ``next`` handler never does, also for a report
+    read during the last ``on`` handler (its Down left: its transition must follow in the same step)."""
+    monkeypatch.setattr(reports, "TURN_S", 0.0)
+    events = Events({"event_layout": SimpleNamespace(Leaf=None)})
+    seen: list[tuple[str, Any]] = []
+    later = [[], [], [SimpleNamespace(type=2, n=10)], []]  # a read after each handler
+    events.ahead(2, lambda evs: seen.append(("ahead", [e.n for e in evs])))
+    events.next(2, lambda ev: seen.append(("next", ev.n)))
+    events.on(2, lambda ev: seen.append(("on", ev.n)))
+    first = [SimpleNamespace(type=2, n=0), SimpleNamespace(type=2, n=1)]
+    assert events.dispatch(first, read=lambda: later.pop(0)) is True
+    assert seen == [("ahead", [0, 1]), ("next", 0), ("next", 1)]  # past the bound, both still ran
+    assert events.dispatch([], read=lambda: later.pop(0)) is True
+    assert seen[3:] == [("on", 0), ("ahead", [10]), ("next", 10)]
+    assert later == []
+    assert events.dispatch([], read=lambda: []) is True
+    assert events.dispatch([], read=lambda: []) is False
+    assert seen[6:] == [("on", 1), ("on", 10)]
 
 
 def test_bcc_is_imported_only_to_compile() -> None:
@@ -728,3 +777,34 @@ def test_reports_past_a_turns_bound_wait_for_the_next_turn_with_their_ahead_hand
     assert events.dispatch([], read=lambda: []) is False
     assert seen[6:] == [("on", 11)]
     assert later == []
+
+
+def test_a_reads_downs_go_to_the_kernel_a_frame_at_a_time_and_what_it_cannot_take_leaves_from_here() -> None:
+    """With the transmit clock's loop: a read's Downs are handed over a frame's worth at a time (no
+    send of the session's own, the machine does not queue it again); one whose frame the loop
+    refused is sent by its session, once."""
+    order: list[tuple[str, int]] = []
+    host = _Host()
+    fp = _fast_path(load_abi(), [])
+    off = Offload(host, fp)
+    handed: list[list[tuple[int, bytes]]] = []
+
+    def kernel(downs: list[tuple[int, bytes]]) -> list[int]:
+        handed.append(list(downs))
+        return [last] if last in dict(downs) else []  # the second frame was refused for the last slot
+
+    n = fp.abi.down_batch + 2
+    last = n - 1
+    off.kernel_downs = kernel
+    events = _silent(host, off, order, n)
+    d = [host.sessions[100 + slot] for slot in range(n)]
+    downs = [e.session.expiry_datagram() for e in d]
+    fp.events.dispatch(events)
+    # A frame's worth, then the rest; each Down the bytes its machine would have sent.
+    batch = fp.abi.down_batch
+    assert handed == [[(s, downs[s]) for s in range(batch)], [(s, downs[s]) for s in range(batch, n)]]
+    assert {control.decode_control(x).diag for x in downs} == {control.Diag.CONTROL_DETECTION_TIME_EXPIRED}
+    assert order == [("send", 100 + last)]
+    assert [e.user_tx_packets for e in d] == [0] * last + [1]
+    assert [e.session.state for e in d] == [control.State.DOWN] * n
+    assert all(e.session.datagrams_to_send(0) == [] for e in d)
