@@ -401,16 +401,25 @@ def _t_gap_l4(doc: dict[str, Any], perr: dict[str, str]) -> Target:
     return Target(key, name, measured, NOT_MET, "", figures)
 
 
+def _cost_windows(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each XDP mode the run planned, with its cost result (None: no window)."""
+    results = {r.get("mode"): r for r in (doc.get("cost") or {}).get("results", [])}
+    modes = ((doc.get("params") or {}).get("cost") or {}).get("modes") or list(results)
+    return [(mode, results.get(mode)) for mode in modes]
+
+
+def _engine_detections(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each level the detection part planned, with the engine's row there (None: no row)."""
+    rows = [d for d in doc.get("detection", []) if d["backend"] == "engine-ktx"]
+    planned = (doc.get("params") or {}).get("detection") or [[d["level"], d["kills"]] for d in rows]
+    return [(level, next((d for d in rows if d["level"] == level), None)) for level, _kills in planned]
+
+
 def _t_cost(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
     out = []
-    modes = ((doc.get("params") or {}).get("cost") or {}).get("modes") or [
-        r.get("mode") for r in (doc.get("cost") or {}).get("results", [])
-    ]
-    results = {r.get("mode"): r for r in (doc.get("cost") or {}).get("results", [])}
-    for mode in modes:
+    for mode, r in _cost_windows(doc):
         key, name = f"cost_{mode}", f"≤ {NS_PER_PACKET} ns per packet ({mode} XDP)"
         empty = [("control", None, " ns", 0), ("echo", None, " ns", 0), ("warm", None, " ns", 0)]
-        r = results.get(mode)
         if "cost" in perr:
             out.append(_not_measured(key, name, f"the cost part stopped: {_short(perr['cost'])}", empty))
             continue
@@ -445,20 +454,13 @@ def _detection_ok(
 def _t_detection(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
     interval = doc.get("interval_ms", 10)
     out = []
-    planned = (doc.get("params") or {}).get("detection") or [
-        [d["level"], d["kills"]] for d in doc.get("detection", []) if d["backend"] == "engine-ktx"
-    ]
-    for level, _kills in planned:
+    for level, d in _engine_detections(doc):
         if level == "L0":
             name = f"mean detection overshoot ≤ {OVERSHOOT_MEAN_MS} ms (idle)"
         else:
             name = f"detection bounded under {level} (every kill seen, overshoot ≤ 1 interval)"
         key = f"detect_{level}"
         empty = [("mean", None, " ms", 2), ("max", None, " ms", 2), ("kills seen", None, "", 0)]
-        d = next(
-            (x for x in doc.get("detection", []) if x["backend"] == "engine-ktx" and x["level"] == level),
-            None,
-        )
         if "detection" in perr and d is None:
             out.append(
                 _not_measured(key, name, f"the detection part stopped: {_short(perr['detection'])}", empty)
@@ -626,16 +628,13 @@ def _t_seed_cost(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
     """Cold (one session, ~100 pps) control and echo packets against the bare reflector measured
     in the same windows, and the warm (burst) packet."""
     out = []
-    results = {r.get("mode"): r for r in (doc.get("cost") or {}).get("results", [])}
-    modes = ((doc.get("params") or {}).get("cost") or {}).get("modes") or list(results)
-    for mode in modes:
+    for mode, r in _cost_windows(doc):
         cold = (
             f"seed_cold_{mode}",
             f"cold packet ≤ {SEED_COLD_NS} ns and ≤ {SEED_COLD_OVER_BARE:g} x the bare reflector "
             f"({mode} XDP)",
         )
         warm = (f"seed_warm_{mode}", f"warm packet ≤ {SEED_WARM_NS} ns ({mode} XDP)")
-        r = results.get(mode)
         why = (
             f"the cost part stopped: {_short(perr['cost'])}"
             if "cost" in perr
@@ -679,18 +678,11 @@ def _t_seed_detection(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]
     """One session's kills (the detection part): mean and max overshoot, each kill excused only
     by its own witness."""
     out = []
-    planned = (doc.get("params") or {}).get("detection") or [
-        [d["level"], d["kills"]] for d in doc.get("detection", []) if d["backend"] == "engine-ktx"
-    ]
-    for level, _kills in planned:
+    for level, d in _engine_detections(doc):
         key = f"seed_detect_{level}"
         name = (
             f"detection overshoot mean ≤ {SEED_OVERSHOOT_MEAN_MS:g}, max ≤ {SEED_OVERSHOOT_MAX_MS:g} ms, "
             f"one session ({'idle' if level == 'L0' else level})"
-        )
-        d = next(
-            (x for x in doc.get("detection", []) if x["backend"] == "engine-ktx" and x["level"] == level),
-            None,
         )
         empty = [("mean", None, " ms", 2), ("max", None, " ms", 2)]
         if d is None or "error" in d:

@@ -628,11 +628,7 @@ def silence_check(
         # it handles them, given 0.5 ms of wall time a session (several times what they took).
         time.sleep(detect_s + 0.5 + n / 2000)
         cpu_s = benchlib.proc_cpu(eng.pid)["sched_s"] - cpu0["sched_s"]
-        out = _silence_samples(eng, n, t0, detect_s)
-        # How many of the Downs the tick program sent (docs/fastpath.md, "Many expiries at once");
-        # None where the engine's loop has no such counter (an older build, --kernel-clock off).
-        downs1 = out.pop("kernel_downs")
-        out["kernel_sent_downs"] = downs1 - downs0 if downs0 is not None and downs1 is not None else None
+        out = _silence_samples(eng, n, t0, detect_s, downs0)
         out["engine_cpu_s"] = round(cpu_s, 4)
         reported = out["detections_reported"]
         out["engine_cpu_us_per_expiry"] = round(cpu_s * 1e6 / reported, 1) if reported else None
@@ -652,7 +648,9 @@ def silence_check(
     return out
 
 
-def _silence_samples(eng: EngineProcess, n: int, t0: float, detect_s: float) -> dict[str, Any]:
+def _silence_samples(
+    eng: EngineProcess, n: int, t0: float, detect_s: float, downs0: int | None
+) -> dict[str, Any]:
     deadline = t0 + detect_s + 10
     samples = []
     st: dict[str, Any] = {}
@@ -663,6 +661,7 @@ def _silence_samples(eng: EngineProcess, n: int, t0: float, detect_s: float) -> 
             break
         time.sleep(0.25)
     stuck = [s for s in st.get("sessions", []) if s["state"] == "up"]
+    downs1 = kernel_downs(st)
     # The kernel's own measure of each detection: silence (µs) when the sweep reported it.
     det = sorted(
         s["last_detection_us"]
@@ -685,7 +684,9 @@ def _silence_samples(eng: EngineProcess, n: int, t0: float, detect_s: float) -> 
         "waited_s": round(time.monotonic() - t0, 2),
         "samples": samples,
         "sessions": n,
-        "kernel_downs": kernel_downs(st),
+        # How many of the Downs the tick program sent (docs/fastpath.md, "Many expiries at once");
+        # None where the engine's loop has no such counter (an older build, --kernel-clock off).
+        "kernel_sent_downs": None if downs0 is None or downs1 is None else downs1 - downs0,
     }
 
 

@@ -281,8 +281,7 @@ class Offload:
         without, a send each. The transition and the report follow in
         :meth:`announce_expiry`, the rest in :meth:`on_event`.
         """
-        handed: dict[int, tuple[Entry, bytes]] = {}
-        run: list[tuple[int, bytes]] = []
+        run: list[tuple[int, Entry, bytes]] = []
         kernel = self.kernel_downs
         for ev in evs:
             entry = self._reported(ev)
@@ -292,26 +291,23 @@ class Offload:
             # The kernel builds the packet from what XDP recorded of the peer's last packet, which
             # an expiry report implies (XDP stamps the arrival and the path together).
             if down is not None and kernel is not None:
-                handed[ev.slot] = (entry, down)
                 self.ahead[ev.slot] = down
-                run.append((ev.slot, down))
+                run.append((ev.slot, entry, down))
                 if len(run) == self.down_batch:  # a frame's worth leaves before the rest is looked at
-                    self._hand(kernel, run, handed)
+                    self._hand(kernel, run)
                     run = []
             else:
                 self.ahead[ev.slot] = down if down is not None and entry.send(down) else None
         if run and kernel is not None:
-            self._hand(kernel, run, handed)
+            self._hand(kernel, run)
 
     def _hand(
-        self,
-        kernel: Callable[[Sequence[tuple[int, bytes]]], list[int]],
-        run: list[tuple[int, bytes]],
-        handed: dict[int, tuple[Entry, bytes]],
+        self, kernel: Callable[[Sequence[tuple[int, bytes]]], list[int]], run: list[tuple[int, Entry, bytes]]
     ) -> None:
-        for slot in kernel(run):  # what the loop refused leaves from here
-            entry, down = handed[slot]
-            self.ahead[slot] = down if entry.send(down) else None
+        refused = set(kernel([(slot, down) for slot, _, down in run]))
+        for slot, entry, down in run:
+            if slot in refused:  # what the loop refused leaves from here
+                self.ahead[slot] = down if entry.send(down) else None
 
     def announce_expiry(self, ev: Any) -> None:
         """A reported expiry whose Down left: the machine takes its transition and the controller hears.
