@@ -756,7 +756,8 @@ def _t_seed_mass(doc: dict[str, Any], perr: dict[str, str]) -> Target:
 
 def _t_seed_takeover(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
     """Request -> old engine gone, and request -> successor READY (the bench's own clock: the
-    successor's MAINPID and READY datagrams), each takeover excused only by its own witness."""
+    successor's STATUS= at SIGUSR2, MAINPID= in runs of older builds, and READY datagrams), each
+    takeover excused only by its own witness."""
     t = doc.get("takeover") or {}
     n = t.get("sessions") or ((doc.get("params") or {}).get("takeover") or {}).get("sessions")
     specs = [
@@ -1442,7 +1443,8 @@ def sections_md(doc: dict[str, Any], charts: str = "", level: str = "##") -> lis
             f"3x{(doc.get('takeover') or {}).get('interval_ms', 10)} ms against "
             "`xdp-bfd --kernel-tx veth-d --pin DIR`; each takeover starts a successor with the same "
             "arguments (bench/takeover.py). *Old engine gone*: request → the old process's pidfd "
-            "readable; *request → successor serving*: its MAINPID= → READY=1.",
+            "readable; *request → successor serving*: its `STATUS=taking over` (sent at SIGUSR2) → "
+            "READY=1 (from MAINPID= in runs before 2026-12-05's session 30, which sent no STATUS).",
             "",
             *takeover_md(doc),
             "",

@@ -10,8 +10,9 @@ arguments. Per takeover:
   successor measures it; split into the old engine's own part (signal ->
   state written, from its owner record) and the rest (process exit);
 * ``spawn_to_ready_s`` / ``request_to_ready_ms``: the successor's READY=1
-  (sd_notify) after its start, and after its MAINPID= (sent just before the
-  request): how long nobody but the kernel serves;
+  (sd_notify) after its start, and after its ``STATUS=taking over …`` (sent
+  just before SIGUSR2): how long nobody but the kernel serves;
+  ``mainpid_to_ready_ms`` from its MAINPID= (before the old engine's warm-up);
 * ``serving_all_s``: spawn -> every session Up with kernel TX active in its stats.
 
 Across the run: the peer's down events (the synthetic peer counts every Up ->
@@ -55,7 +56,8 @@ from harness.wait import wait_until
 GONE_RE = re.compile(r"pin: engine (\d+) handed over and was gone ([\d.]+) ms after the request(.*)")
 OWN_RE = re.compile(r"own part ([\d.]+) ms, exit ([\d.]+) ms")
 HANDED_RE = re.compile(
-    r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms(?: \(encoding ([\d.]+)[^)]*\))?"
+    r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms"
+    r"(?: \(encoding ([\d.]+)(?:, (\d+) sessions encoded again)?[^)]*\))?"
 )
 
 
@@ -112,7 +114,17 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
     t_spawn = time.monotonic()
     new = EngineProcess(bed["d"], argv, bed["work"], prefix=bed["prefix"]).start()
     t_main, first = notify.recv(120, new)
-    t_ready, second = notify.recv(60, new)
+    # Then STATUS= at the request itself (SIGUSR2, after the old engine's warm-up; an older build
+    # sends none) and READY=1.
+    said = [first]
+    t_request = t_ready = None
+    while t_ready is None:
+        t, msg = notify.recv(60, new)
+        said.append(msg)
+        if "READY=1" in msg:
+            t_ready = t
+        elif msg.startswith("STATUS=taking over"):
+            t_request = t
     rc = old.wait_exit(timeout=30)
     line = new.wait_log("pin: engine", timeout=30)
     m = GONE_RE.search(line)
@@ -121,16 +133,19 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
     wait_until(lambda: serving_all(new, n), timeout=120, interval=0.5, what="successor serving all")
     r = {
         "old_exit": rc,
-        "notify": [first.strip(), second.strip()],
+        "notify": [m.strip() for m in said],
         "gone_ms": float(m.group(2)) if m else None,
         "old_own_ms": float(own.group(1)) if own else None,
         "old_exit_ms": float(own.group(2)) if own else None,
         "handover_ms_old_log": float(h.group(3)) if h else None,
         "encoding_ms_old_log": float(h.group(4)) if h and h.group(4) else None,
+        # Sessions the old engine encoded again at the request (the rest it kept from its warm-up).
+        "encoded_again": int(h.group(5)) if h and h.group(5) else None,
         "state_bytes": int(h.group(2)) if h else None,
         "spawn_to_mainpid_s": round(t_main - t_spawn, 3),
         "spawn_to_ready_s": round(t_ready - t_spawn, 3),
-        "request_to_ready_ms": round((t_ready - t_main) * 1e3, 1),
+        "request_to_ready_ms": round((t_ready - (t_request or t_main)) * 1e3, 1),
+        "mainpid_to_ready_ms": round((t_ready - t_main) * 1e3, 1),
         "serving_all_s": round(time.monotonic() - t_spawn, 2),
         "adopted": "pin: adopted" in new.log(),
         # The successor's own account: request -> each phase -> READY.

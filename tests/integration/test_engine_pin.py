@@ -7,6 +7,7 @@ The peers are real FRR 8.4 bfdd; "peers see nothing" is judged on the wire
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import signal
 import socket
@@ -185,6 +186,8 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
     eng = engines[-1]
     sockets = _source_sockets(eng.pid)
     assert len(sockets) == N_SESSIONS, sockets
+    packet = _packet_sockets(eng.pid)
+    assert packet, "no packet socket (the transmit clock's loop sends its frames in through one)"
     # A machine (or an FRR peer) STALL_MS late explains a Down without us.
     with timing.window(f"takeover {n + 1} ({N_SESSIONS} sessions)", stall_ms=STALL_MS) as w:
         cap = capture_factory(p, "veth-p")
@@ -196,6 +199,9 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         # Each session sends from the socket it had (pin/session_sockets.py): same port, same socket.
         assert f"kept {N_SESSIONS} of their sockets" in line, line
         assert _source_sockets(new.pid) == sockets
+        # The loop's socket changed hands too (pin/packet_sockets.py): the old engine's exit
+        # waited for no grace period.
+        assert "and its socket" in new.log() and _packet_sockets(new.pid) == packet, new.log()
         gone = re.search(r"gone ([\d.]+) ms after the request", new.log())
         assert gone, new.log()
         # The warm-up before the request (SIGWINCH, acknowledged in the owner record) happened.
@@ -231,6 +237,20 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         assert downs_after == downs, f"FRR counted {downs_after - downs} down event(s)"
         assert all_up
     return float(gone.group(1))
+
+
+def _packet_sockets(pid: int) -> set[int]:
+    """The inodes of the AF_PACKET sockets ``pid`` holds."""
+    inodes = {int(line.split()[-1]) for line in Path(f"/proc/{pid}/net/packet").read_text().splitlines()[1:]}
+    held = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and int(target[8:-1]) in inodes:
+            held.add(int(target[8:-1]))
+    return held
 
 
 def _source_sockets(pid: int) -> dict[int, int]:
@@ -366,12 +386,12 @@ def test_notify_takeover_names_the_new_main_pid(topo, engine_factory, tmp_path, 
         old = engine_factory(d, args, prefix=env)
         assert rx.recv(256) == b"READY=1\n"
         new = engine_factory(d, args, prefix=env)
-        first = rx.recv(256).decode()
-        second = rx.recv(256).decode()
+        said = [rx.recv(256).decode() for _ in range(3)]
         assert old.wait_exit(timeout=10) == 75
     # ip netns exec / env exec in place, so the engine's pid is the Popen's.
-    assert first == f"MAINPID={new.pid}\n"  # before the old one leaves
-    assert second == f"MAINPID={new.pid}\nREADY=1\n"
+    assert said[0] == f"MAINPID={new.pid}\n"  # before the old one leaves
+    assert said[1] == f"STATUS=taking over from engine {old.pid}\n"  # the request itself
+    assert said[2] == f"MAINPID={new.pid}\nSTATUS=serving\nREADY=1\n"
 
 
 def test_takeover_with_bfdd_driving_is_hitless(rig, pin_dir, engine_factory, timing):  # noqa: F811

@@ -66,8 +66,14 @@ class Notifier:
 
     def ready(self, *, takeover: bool = False) -> bool:
         if takeover:
-            return self.send(MAINPID=os.getpid(), READY=1)
+            # STATUS replaces the takeover's (request_sent), which systemctl status would go on showing.
+            return self.send(MAINPID=os.getpid(), STATUS="serving", READY=1)
         return self.send(READY=1)
+
+    def request_sent(self, pid: int) -> bool:
+        """A ``--pin`` takeover's request has gone to engine ``pid``: from now on only the kernel
+        serves until READY (a bench reads the two datagrams' arrival as the takeover's length)."""
+        return self.send(STATUS=f"taking over from engine {pid}")
 
     def main_pid(self) -> bool:
         return self.send(MAINPID=os.getpid())

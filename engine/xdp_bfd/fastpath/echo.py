@@ -31,6 +31,7 @@ from ..core.host import Entry, Host, PacketCounts
 from ..session.timers import echo_tx_interval_us
 from ..wire.echo import EchoPacket, encode_echo
 from .kernel import FastPath
+from .loop import TakeSocket
 
 log = logging.getLogger("xdp_bfd")
 
@@ -110,6 +111,8 @@ class EchoOriginator:
         self.ring = fp.abi.echo_ring
         self.echoes: dict[int, _Echo] = {}  # by local discriminator
         self.socks: dict[int, socket.socket] = {}  # by ifindex
+        # A predecessor's socket for an interface, taken before one is made (pin/packet_sockets.py).
+        self.take: TakeSocket | None = None
         self.totals = {"sent": 0, "send_errors": 0}
 
     @staticmethod
@@ -201,6 +204,8 @@ class EchoOriginator:
 
     def _sock(self, ifindex: int) -> socket.socket | None:
         sock = self.socks.get(ifindex)
+        if sock is None and self.take is not None:
+            sock = self.take(ifindex)
         if sock is None:
             name = links.name_of(ifindex)
             if name is None:
@@ -211,6 +216,7 @@ class EchoOriginator:
             except OSError:
                 sock.close()
                 raise
+        if ifindex not in self.socks:
             sock.setblocking(False)
             self.socks[ifindex] = sock
         return sock
@@ -303,6 +309,10 @@ class EchoOriginator:
             # Advisory: a return within the timeout (never a session's state).
             "alive": last_age_ms is not None and last_age_ms * 1e6 <= e.timeout_ns,
         }
+
+    def packet_sockets(self) -> list[tuple[int, int]]:
+        """(interface index, descriptor) of each socket our echo leaves by, for a successor."""
+        return [(i, s.fileno()) for i, s in self.socks.items() if s.fileno() >= 0]
 
     def close(self) -> None:
         for sock in self.socks.values():

@@ -21,11 +21,15 @@ import errno
 import logging
 import socket
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import KernelError
 
 log = logging.getLogger("xdp_bfd")
+
+# An interface index -> a socket already bound to it (a predecessor's), or None.
+TakeSocket = Callable[[int], "socket.socket | None"]
 
 LOOP_A, LOOP_B = "xbfd-tick-a", "xbfd-tick-b"
 HTB_HANDLE = 0x10000  # 1:
@@ -54,7 +58,8 @@ def load_netlink() -> None:
 class ShapedLoop:
     """The loop's two ends, its qdiscs and classes, and the socket that sends frames in."""
 
-    def __init__(self, tick_fd: int, *, adopt: bool) -> None:
+    def __init__(self, tick_fd: int, *, adopt: bool, take: TakeSocket | None = None) -> None:
+        """``take``: a predecessor's socket bound to an interface index, if it passed one (pin/)."""
         try:
             from pyroute2 import IPRoute  # noqa: PLC0415  (only with --kernel-tx)
         except ImportError:
@@ -70,9 +75,14 @@ class ShapedLoop:
             self.a_mac = self._mac(self.a)
             self.b_mac = self._mac(self.b)
             self._attach(tick_fd)
-            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SNDBUF_BYTES)
-            self.sock.bind((LOOP_A, 0))
+            passed = take(self.a) if take is not None and self.adopted else None
+            self.sock_adopted = passed is not None
+            if passed is None:
+                self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+                self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SNDBUF_BYTES)
+                self.sock.bind((LOOP_A, 0))
+            else:
+                self.sock = passed
         except KernelError:
             self.ipr.close()
             raise
@@ -83,7 +93,9 @@ class ShapedLoop:
             "kernel-tx: transmit clock on loop %s -> %s (%s)",
             LOOP_A,
             LOOP_B,
-            "adopted with its frames in flight" if self.adopted else "new",
+            ("adopted with its frames in flight" + (" and its socket" if self.sock_adopted else ""))
+            if self.adopted
+            else "new",
         )
 
     # -- the devices ------------------------------------------------------------
@@ -188,6 +200,10 @@ class ShapedLoop:
             log.warning("kernel-tx: cannot send a frame into the loop: %s", e.strerror or e)
             return False
         return True
+
+    def packet_sockets(self) -> list[tuple[int, int]]:
+        """(interface index, descriptor) of the socket that sends frames in, for a successor."""
+        return [(self.a, self.sock.fileno())] if self.sock.fileno() >= 0 else []
 
     def close(self, *, remove: bool) -> None:
         """``remove``: take the loop away (a clean stop); else leave it to a successor."""

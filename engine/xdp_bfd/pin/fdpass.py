@@ -32,6 +32,7 @@ import logging
 import os
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,35 @@ class Inbox:
             self.sock.close()
 
 
+def open_channel(root: Path, channel: bytes, what: str) -> Inbox | None:
+    """Successor, before the request: the inbox of a channel beside bfddp's, or None (and why)."""
+    try:
+        return Inbox(root, channel)
+    except PassError as e:
+        logging.getLogger("xdp_bfd").warning("pin: %s; %s will be made afresh", e, what)
+        return None
+
+
+def receive_channel(
+    inbox: Inbox | None, sender: int, receive: Callable[[socket.socket], None], what: str
+) -> None:
+    """Successor, once ``sender`` is gone: its connection on ``inbox`` to ``receive`` (nothing if it
+    made none; why, logged); closes the inbox."""
+    if inbox is None:
+        return
+    try:
+        conn = inbox.accept_from(sender)
+        if conn is not None:
+            with conn:
+                receive(conn)
+    except (PassError, OSError) as e:
+        logging.getLogger("xdp_bfd").warning(
+            "pin: %s were not received: %s; they will be made afresh", what, e
+        )
+    finally:
+        inbox.close()
+
+
 def open_inbox(root: Path) -> Inbox | None:
     """Successor, before the request: an inbox, or None (and why) when there can be none."""
     if os.environ.get("XDP_BFD_TEST_NO_FDPASS"):
@@ -262,8 +292,10 @@ __all__ = [
     "address",
     "collect",
     "connect",
+    "open_channel",
     "open_inbox",
     "pack",
+    "receive_channel",
     "send",
     "unpack",
 ]

@@ -39,7 +39,7 @@ from ..core.host import Host
 from ..fastpath.abi import Abi
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
-from . import bpfsys, session_sockets, state
+from . import bpfsys, packet_sockets, session_sockets, state
 from .directory import read_owner
 from .errors import HandoverError
 from .fdpass import PassError
@@ -49,6 +49,8 @@ log = logging.getLogger("xdp_bfd")
 HANDOVER_TIMEOUT_S = 5.0
 # How often the successor looks at the owner record while the old engine writes its state.
 HANDED_POLL_MS = 1
+# Once the state is written, the successor waits this long for the exit before it decodes meanwhile.
+EXIT_WAIT_MS = 10
 # Before SIGUSR2 the successor sends this and waits (at most PREPARE_WAIT_S)
 # until the running engine says it has encoded its state once for nothing:
 # an engine idle behind its fast path has every cache cold, and its first
@@ -104,14 +106,23 @@ def _prepare(pid: int, root: Path, abi: Abi) -> float | None:
     return None
 
 
-def request(pid: int, root: Path, abi: Abi, meanwhile: Callable[[], None] | None = None) -> Departure:
+def request(
+    pid: int,
+    root: Path,
+    abi: Abi,
+    meanwhile: Callable[[Callable[[], None]], None] | None = None,
+    on_request: Callable[[], object] | None = None,
+) -> Departure:
     """SIGUSR2 to the running engine; returns when it was gone (raises HandoverError).
 
     ``meanwhile`` runs once the old engine has marked its state written (the
     owner record says handed over) while it exits: the successor decodes the
     state then, instead of after the exit (docs/operations.md). Nothing in it
     may touch what the old engine still holds until it is gone: its sweep runs
-    and its sockets are open until the kernel closes them.
+    and its sockets are open until the kernel closes them. It is given a
+    function to call now and then, which notes when the old engine is gone:
+    the departure's time is that note, not the end of the decoding.
+    ``on_request`` runs just before SIGUSR2 (after the warm-up).
     """
     try:
         pidfd = os.pidfd_open(pid)
@@ -119,13 +130,15 @@ def request(pid: int, root: Path, abi: Abi, meanwhile: Callable[[], None] | None
         return Departure(0.0, request_ns=time.monotonic_ns())
     try:
         prepared_ms = _prepare(pid, root, abi)
+        if on_request is not None:
+            on_request()
         t0 = time.monotonic_ns()
         os.kill(pid, signal.SIGUSR2)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        if not _wait_exit(poller, root, abi, t0, meanwhile):
+        t1 = _wait_exit(poller, root, abi, t0, meanwhile)
+        if t1 is None:
             raise HandoverError(f"pin: engine {pid} did not hand over within {HANDOVER_TIMEOUT_S:.0f} s")
-        t1 = time.monotonic_ns()
     finally:
         os.close(pidfd)
     done = _owner_done_ns(root, abi)
@@ -133,23 +146,38 @@ def request(pid: int, root: Path, abi: Abi, meanwhile: Callable[[], None] | None
 
 
 def _wait_exit(
-    poller: select.poll, root: Path, abi: Abi, t0: int, meanwhile: Callable[[], None] | None
-) -> bool:
-    """Until the old engine exited (True) or the timeout (False); ``meanwhile`` once it has handed over."""
+    poller: select.poll, root: Path, abi: Abi, t0: int, meanwhile: Callable[[Callable[[], None]], None] | None
+) -> int | None:
+    """When the old engine was gone (CLOCK_MONOTONIC ns), or None at the timeout; ``meanwhile`` once it has
+    handed over."""
     deadline = t0 + int(HANDOVER_TIMEOUT_S * 1e9)
+    gone: list[int] = []
+
+    def look() -> None:
+        if not gone and poller.poll(0):
+            gone.append(time.monotonic_ns())
+
     watch = _owner_watch(root, abi) if meanwhile is not None else None
     try:
         while watch is not None:
             if poller.poll(HANDED_POLL_MS):
-                return True
+                return time.monotonic_ns()
             if watch.handed_over():
+                # With its sockets passed on, its exit is a few milliseconds: waited for
+                # first, the time it was gone is exact, and the decoding follows the exit
+                # instead of sharing a CPU with it. Only a longer exit is overlapped.
+                if poller.poll(EXIT_WAIT_MS):
+                    return time.monotonic_ns()
                 assert meanwhile is not None
-                meanwhile()
+                meanwhile(look)
+                look()
                 break
             if time.monotonic_ns() >= deadline:
-                return False
+                return None
+        if gone:
+            return gone[0]
         left_ms = max(0, (deadline - time.monotonic_ns()) // 1_000_000)
-        return bool(poller.poll(left_ms))
+        return time.monotonic_ns() if poller.poll(left_ms) else None
     finally:
         if watch is not None:
             watch.close()
@@ -179,7 +207,7 @@ def _owner_watch(root: Path, abi: Abi) -> _OwnerWatch | None:
     return _OwnerWatch(fd, abi.Owner.STATE, abi.OwnerState.HANDED_OVER)
 
 
-def read_state(fp: FastPath) -> state.Handed | None:
+def read_state(fp: FastPath, look: Callable[[], None] | None = None) -> state.Handed | None:
     """The state the owner record says was handed over, or None (and why, logged).
 
     Read as soon as the old engine marked it written (:func:`request`'s
@@ -201,7 +229,7 @@ def read_state(fp: FastPath) -> state.Handed | None:
             limit,
         )
         return None
-    return state.decode(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions)
+    return state.decode(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions, look=look)
 
 
 class Preload:
@@ -212,9 +240,9 @@ class Preload:
         self.done = False
         self.handed: state.Handed | None = None
 
-    def __call__(self) -> None:
+    def __call__(self, look: Callable[[], None] | None = None) -> None:
         t0 = time.monotonic_ns()
-        self.handed, self.done = read_state(self.fp), True
+        self.handed, self.done = read_state(self.fp, look), True
         if self.handed is not None:
             log.info(
                 "pin: read the state of %d sessions in %.1f ms while the old engine exits",
@@ -252,8 +280,15 @@ def warm_up(host: Host, offload: Offload) -> None:
     host.want_stats(encode_slices)
 
 
-def hand_over(host: Host, offload: Offload) -> None:
-    """SIGUSR2: write the state for a successor and exit 75 without a word to the peers."""
+def hand_over(
+    host: Host, offload: Offload, packet_sockets: Callable[[], list[tuple[int, int]]] = list
+) -> None:
+    """SIGUSR2: write the state for a successor and exit 75 without a word to the peers.
+
+    ``packet_sockets``: the (interface index, descriptor) of each AF_PACKET
+    socket the engine holds, passed on so that the exit waits for no grace
+    period (packet_sockets.py).
+    """
     fp = offload.fp
     assert fp.pin is not None and fp.pinned is not None
     t0 = time.monotonic_ns()
@@ -277,14 +312,17 @@ def hand_over(host: Host, offload: Offload) -> None:
         )
         return
     _pass_sockets(host, fp.pin.root)
+    _pass_packet_sockets(packet_sockets(), fp.pin.root)
     host.handoff.depart(fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
     fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.HANDED_OVER, len(blob), done_ns=time.monotonic_ns())
     log.info(
-        "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f%s); exiting 75",
+        "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f, %d sessions encoded "
+        "again since the warm-up%s); exiting 75",
         len(host.sessions),
         len(blob),
         (time.monotonic_ns() - t0) / 1e6,
         (t_encoded - t0) / 1e6,
+        state.encoded_afresh(),
         f", out of the {left[0]}/{left[1]}us reservation" if left else "",
     )
     for h in logging.getLogger().handlers:
@@ -305,6 +343,17 @@ def _pass_sockets(host: Host, root: Path) -> None:
         log.info("pin: the sessions' sockets were not passed (%s); a successor makes its own", e)
         return
     log.info("pin: passed %d of %d sessions' sockets to engine %d", n, len(items), pid)
+
+
+def _pass_packet_sockets(items: list[tuple[int, int]], root: Path) -> None:
+    if not items:
+        return
+    try:
+        pid = packet_sockets.send(root, items)
+    except PassError as e:
+        log.info("pin: the packet sockets were not passed (%s); the exit waits for their release", e)
+        return
+    log.info("pin: passed %d packet sockets to engine %d", len(items), pid)
 
 
 __all__ = [

@@ -131,27 +131,13 @@ def _pairs(data: bytes, n: int) -> list[tuple[int, int]] | None:
 
 def open_inbox(root: Path) -> fdpass.Inbox | None:
     """Successor, before the request: the inbox for the sessions' sockets, or None (and why)."""
-    try:
-        return fdpass.Inbox(root, CHANNEL)
-    except fdpass.PassError as e:
-        log.warning("pin: %s; the sessions' sockets will be made afresh", e)
-        return None
+    return fdpass.open_channel(root, CHANNEL, "the sessions' sockets")
 
 
 def collect(inbox: fdpass.Inbox | None, sender: int) -> Passed:
     """Successor, once ``sender`` is gone: what it passed (maybe nothing, and why, logged)."""
     passed = Passed()
-    if inbox is None:
-        return passed
-    try:
-        conn = inbox.accept_from(sender)
-        if conn is not None:
-            with conn:
-                passed.receive(conn)
-    except (fdpass.PassError, OSError) as e:
-        log.warning("pin: the sessions' sockets were not received: %s; they will be made afresh", e)
-    finally:
-        inbox.close()
+    fdpass.receive_channel(inbox, sender, passed.receive, "the sessions' sockets")
     return passed
 
 

@@ -33,7 +33,7 @@ from ..fastpath.loop import ShapedLoop, load_netlink, remove_loop
 from ..fastpath.observer import Offload
 from ..fastpath.sbfd import Reflector
 from ..session import SessionConfig
-from . import directory, fdpass, handover, session_sockets
+from . import directory, fdpass, handover, packet_sockets, session_sockets
 from . import state as handover_state
 from .errors import HandoverError
 from .succession import Predecessor
@@ -136,6 +136,7 @@ def start_fast_path(
     handed = None
     predecessor = None
     passed = None
+    packets = packet_sockets.PacketSockets()
     preload = None
     marks: list[tuple[str, int]] = []
     try:
@@ -166,14 +167,22 @@ def start_fast_path(
             assert pin is not None
             inbox = fdpass.open_inbox(pin.root) if plan.kind == "takeover" and args.dplane_mode else None
             socket_inbox = session_sockets.open_inbox(pin.root) if plan.kind == "takeover" else None
-            # The state is decoded while the old engine exits (it is written by then).
+            packet_inbox = packet_sockets.open_inbox(pin.root)
+            # The state is decoded once the old engine is gone, or while it exits if that
+            # takes longer than handover.EXIT_WAIT_MS (it is written by then).
             preload = handover.Preload(fp) if plan.kind == "takeover" else None
-            gone = handover.request(plan.pid, pin.root, build, meanwhile=preload)
+            old_pid = plan.pid
+            sent = lambda: notifier.request_sent(old_pid)  # noqa: E731
+            gone = handover.request(plan.pid, pin.root, build, meanwhile=preload, on_request=sent)
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
             passed = session_sockets.collect(socket_inbox, plan.pid)
+            packets = packet_sockets.collect(packet_inbox, plan.pid)
+            host.add_closer(packets.close)
             log.info("pin: engine %d handed over and %s", plan.pid, gone)
             predecessor = plan.pid
-            marks = [("request", gone.request_ns), ("old engine gone", time.monotonic_ns())]
+            t_gone = gone.request_ns + int(gone.gone_ms * 1e6)
+            marks = [("request", gone.request_ns), ("old engine gone", t_gone)]
+            marks.append(("sockets collected", time.monotonic_ns()))
         if plan is not None and plan.kind in ("takeover", "adopt"):
             handed = handover.load(fp, preload)
             if handed is None:
@@ -208,7 +217,9 @@ def start_fast_path(
     clock = None
     if args.kernel_clock:
         try:
-            loop = ShapedLoop(fp.program.tick_fn.fd, adopt=plan is not None and plan.kind != "fresh")
+            loop = ShapedLoop(
+                fp.program.tick_fn.fd, adopt=plan is not None and plan.kind != "fresh", take=packets.take
+            )
         except KernelError as e:
             # Sessions still come up and XDP still answers: only what nobody asks for falls
             # back to the engine's loop, as with --kernel-clock off. Said once, loudly.
@@ -227,10 +238,15 @@ def start_fast_path(
     host.reflects_echo = True
     # After the Offload: it gives each session its slot and says whether XDP sees its packets.
     echo = EchoOriginator(host, fp)
+    echo.take = packets.take
     host.add_observer(echo)
     host.add_closer(echo.close)
     if pin is not None:
-        host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload))
+
+        def held_packet_sockets() -> list[tuple[int, int]]:
+            return [*(clock.loop.packet_sockets() if clock is not None else ()), *echo.packet_sockets()]
+
+        host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
     return Started(host, offload, clock, reflector, handed, predecessor, marks, passed)

@@ -40,7 +40,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.clock import now_us
 from ..core.handoff import DPLANE_SESSIONS
@@ -62,6 +62,8 @@ _HEADER = struct.Struct("!4sHI")  # magic, version, length of the JSON text that
 # and the fast path 4096 sessions (its session limit); a session takes about 450 bytes.
 MAX_BLOB = 4 << 20
 MAX_SESSIONS = 4096
+# A decoding successor looks whether the old engine is gone every this many sessions (parse).
+LOOK_EVERY = 64
 MAX_RAW = 255  # a control packet's Length is one byte: what the fast path can compare
 MAX_DROP_REASONS = 64
 MAX_NAME = 64  # a drop reason's length
@@ -179,31 +181,89 @@ def _dump(obj: Any) -> bytes:
     return _HEADER.pack(MAGIC, FORMAT_VERSION, len(text)) + text
 
 
+class _Encoded(NamedTuple):
+    """A session's encoded record and everything it was made from (each immutable, or a copy)."""
+
+    state: tuple[Any, ...]  # Session.export(): scalars, enums, tuples, a frozen packet
+    entry: tuple[Any, ...]
+    drops: dict[str, int]
+    raw: bytes
+    sport: int
+    config: SessionConfig  # by identity, as _config_record keeps it
+    dp: Any  # built afresh by the dataplane for each encoding
+    text: bytes
+
+
+# Each session's record as JSON, by discriminator. Encoding a record is three
+# quarters of the old engine's work at a takeover's request (docs/benchmarks.md,
+# "A takeover's exit"); the warm-up (rehearse) leaves every record here, and the
+# request encodes again only the sessions whose inputs changed since.
+_kept: dict[int, _Encoded] = {}
+_fresh = [0]  # records encoded afresh by the last encode()
+
+
+def encoded_afresh() -> int:
+    """How many sessions the last :func:`encode` had to encode again (the rest were kept)."""
+    return _fresh[0]
+
+
+def _record_text(discr: int, entry: Entry, dp: Any, kept: dict[int, _Encoded]) -> bytes:
+    s = entry.session
+    state, ev, raw, sport = s.export(), _entry_values(entry), entry.last_rx_raw, entry.tx.sport
+    hit = _kept.get(discr)
+    if (
+        hit is not None
+        and hit.config is s.config
+        and hit.raw == raw
+        and hit.sport == sport
+        and hit.entry == ev
+        and hit.state == state
+        and hit.drops == entry.drops
+        and hit.dp == dp
+    ):
+        kept[discr] = hit
+        return hit.text
+    _fresh[0] += 1
+    text = json.dumps(_record(entry, dp), separators=(",", ":"), allow_nan=False).encode()
+    kept[discr] = _Encoded(state, ev, dict(entry.drops), raw, sport, s.config, dp, text)
+    return text
+
+
 def encode(host: Host, nslots: int) -> bytes:
-    """The state of every session of ``host`` (ValueError beyond the format's bounds)."""
+    """The state of every session of ``host`` (ValueError beyond the format's bounds).
+
+    The same bytes as one ``json.dumps`` of the whole document: each session's
+    record is kept encoded from the last encoding (or warm-up) and used again
+    when nothing it was made from has changed.
+    """
     if len(host.sessions) > MAX_SESSIONS:
         raise ValueError(f"{len(host.sessions)} sessions, the state holds at most {MAX_SESSIONS}")
     dp = _bookkeeping(host)
-    blob = _dump(
-        [
-            fingerprint(),
-            os.getpid(),
-            nslots,
-            [_record(entry, dp.get(discr)) for discr, entry in host.sessions.items()],
-        ]
+    kept: dict[int, _Encoded] = {}
+    _fresh[0] = 0
+    records = b",".join(
+        [_record_text(discr, entry, dp.get(discr), kept) for discr, entry in host.sessions.items()]
     )
+    _kept.clear()  # sessions gone since are forgotten
+    _kept.update(kept)
+    head = json.dumps([fingerprint(), os.getpid(), nslots], separators=(",", ":")).encode()
+    text = head[:-1] + b",[" + records + b"]]"
+    blob = _HEADER.pack(MAGIC, FORMAT_VERSION, len(text)) + text
     if len(blob) > MAX_BLOB:
         raise ValueError(f"a state of {len(blob)} bytes, the format holds at most {MAX_BLOB}")
     return blob
 
 
 def rehearse(host: Host, per_step: int) -> Generator[None, None, None]:
-    """Encode the sessions for nothing, ``per_step`` at a time: warms every cache :func:`encode` uses."""
+    """Encode the sessions ``per_step`` at a time and keep them: what :func:`encode` then reuses."""
     dp = _bookkeeping(host)
     entries = list(host.sessions.items())
+    kept: dict[int, _Encoded] = {}
     for i in range(0, len(entries), per_step):
-        _dump([_record(e, dp.get(d)) for d, e in entries[i : i + per_step]])
+        for discr, entry in entries[i : i + per_step]:
+            _record_text(discr, entry, dp.get(discr), kept)
         yield
+    _kept.update(kept)
 
 
 # --- decoding (the successor) ---------------------------------------------------------
@@ -671,8 +731,13 @@ def _whole(sessions: list[Record], nslots: int) -> None:
         slots.add(slot)
 
 
-def parse(blob: bytes, *, max_sessions: int = MAX_SESSIONS) -> Handed:
-    """The state in ``blob``; :class:`Refused` (why) for anything but a whole, current, valid one."""
+def parse(blob: bytes, *, max_sessions: int = MAX_SESSIONS, look: Callable[[], None] | None = None) -> Handed:
+    """The state in ``blob``; :class:`Refused` (why) for anything but a whole, current, valid one.
+
+    ``look`` is called now and then (after the JSON, every :data:`LOOK_EVERY`
+    sessions): a successor decoding while the old engine exits notes there
+    when it is gone (handover.request).
+    """
     if len(blob) > MAX_BLOB:
         raise Refused(f"{len(blob)} bytes, more than the {MAX_BLOB} a state may have")
     if blob[:4] != MAGIC:
@@ -705,7 +770,14 @@ def parse(blob: bytes, *, max_sessions: int = MAX_SESSIONS) -> Handed:
         raise Refused(f"nslots: expected 0..{max_sessions}, got {_show(nslots)}")
     if type(sessions) is not list or len(sessions) > max_sessions:
         raise Refused(f"sessions: expected a list of at most {max_sessions}")
-    records = [_session(v, i) for i, v in enumerate(sessions)]
+    if look is None:
+        records = [_session(v, i) for i, v in enumerate(sessions)]
+    else:
+        look()
+        records = []
+        for i0 in range(0, len(sessions), LOOK_EVERY):
+            records += [_session(v, i) for i, v in enumerate(sessions[i0 : i0 + LOOK_EVERY], i0)]
+            look()
     _whole(records, nslots)
     return Handed(pid, nslots, records)
 
@@ -714,10 +786,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number this format holds")
 
 
-def decode(blob: bytes, *, max_sessions: int = MAX_SESSIONS) -> Handed | None:
+def decode(
+    blob: bytes, *, max_sessions: int = MAX_SESSIONS, look: Callable[[], None] | None = None
+) -> Handed | None:
     """The state, or None (and why, one line) when this build cannot use it: never anything else."""
     try:
-        return parse(blob, max_sessions=max_sessions)
+        return parse(blob, max_sessions=max_sessions, look=look)
     except Refused as e:
         log.warning("pin: the handed-over state is refused: %s; starting fresh", e)
         return None

@@ -45,9 +45,14 @@ def test_sends_to_a_real_socket(tmp_path: Path, abstract: bool) -> None:
         rx.bind(socket_address(name))
         rx.settimeout(2)
         n = Notifier({"NOTIFY_SOCKET": name})
-        assert n.ready() and n.stopping() and n.ready(takeover=True)
-        got = [rx.recv(256) for _ in range(3)]
-    assert got == [b"READY=1\n", b"STOPPING=1\n", f"MAINPID={os.getpid()}\nREADY=1\n".encode()]
+        assert n.ready() and n.stopping() and n.request_sent(42) and n.ready(takeover=True)
+        got = [rx.recv(256) for _ in range(4)]
+    assert got == [
+        b"READY=1\n",
+        b"STOPPING=1\n",
+        b"STATUS=taking over from engine 42\n",
+        f"MAINPID={os.getpid()}\nSTATUS=serving\nREADY=1\n".encode(),
+    ]
 
 
 def test_a_vanished_manager_is_not_fatal(tmp_path: Path) -> None:

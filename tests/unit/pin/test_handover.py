@@ -164,7 +164,7 @@ def test_the_state_is_read_once_handed_over_while_the_old_engine_still_runs(monk
     pid, pidfd, w = _old_engine()
     alive_then = []
 
-    def meanwhile() -> None:
+    def meanwhile(_look) -> None:
         alive_then.append(os.waitpid(pid, os.WNOHANG) == (0, 0))
         os.write(w, b"x")  # now it may go
 
@@ -178,6 +178,53 @@ def test_the_state_is_read_once_handed_over_while_the_old_engine_still_runs(monk
     assert os.waitpid(pid, 0)[1] >> 8 == 75
 
 
+def test_the_old_engine_is_gone_when_a_look_saw_it_not_when_the_decoding_ended(monkeypatch) -> None:
+    watch = _Watch(after=1)
+    monkeypatch.setattr(handover, "_owner_watch", lambda _root, _abi: watch)
+    pid, pidfd, w = _old_engine()
+    seen: list[int] = []
+
+    def meanwhile(look) -> None:
+        look()  # still there: notes nothing
+        os.write(w, b"x")
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)  # exited (not reaped): the pidfd reads
+        before = time.monotonic_ns()
+        look()
+        seen.append(before)
+        seen.append(time.monotonic_ns())
+        time.sleep(0.05)  # the rest of a decoding
+
+    try:
+        t_gone = handover._wait_exit(_poller(pidfd), Path("/x"), abi.load(), time.monotonic_ns(), meanwhile)
+    finally:
+        os.close(pidfd)
+        os.close(w)
+    assert os.waitpid(pid, 0)[1] >> 8 == 75
+    assert t_gone is not None and seen[0] <= t_gone <= seen[1]  # the look's time, 50 ms before the end
+
+
+def test_a_prompt_exit_is_waited_for_and_the_state_read_after_it(monkeypatch) -> None:
+    pid, pidfd, w = _old_engine()
+
+    class Handed(_Watch):
+        def handed_over(self) -> bool:
+            os.write(w, b"x")  # it exits once the state is written, as an engine does
+            return super().handed_over()
+
+    watch = Handed(after=1)
+    monkeypatch.setattr(handover, "_owner_watch", lambda _root, _abi: watch)
+    monkeypatch.setattr(handover, "EXIT_WAIT_MS", 5000)  # its exit comes well within the wait
+    ran: list[int] = []
+    try:
+        t0 = time.monotonic_ns()
+        t_gone = handover._wait_exit(_poller(pidfd), Path("/x"), abi.load(), t0, lambda _look: ran.append(1))
+    finally:
+        os.close(pidfd)
+        os.close(w)
+    assert os.waitpid(pid, 0)[1] >> 8 == 75
+    assert ran == [] and t_gone is not None and t_gone >= t0  # no decoding beside the exit: load() reads
+
+
 def test_an_engine_that_exits_without_handing_over_is_not_read_early(monkeypatch) -> None:
     watch = _Watch(after=None)
     monkeypatch.setattr(handover, "_owner_watch", lambda _root, _abi: watch)
@@ -186,7 +233,7 @@ def test_an_engine_that_exits_without_handing_over_is_not_read_early(monkeypatch
     os.write(w, b"x")
     try:
         assert handover._wait_exit(
-            _poller(pidfd), Path("/x"), abi.load(), time.monotonic_ns(), lambda: ran.append(1)
+            _poller(pidfd), Path("/x"), abi.load(), time.monotonic_ns(), lambda _look: ran.append(1)
         )
     finally:
         os.close(pidfd)
@@ -203,7 +250,7 @@ def test_an_engine_that_neither_hands_over_nor_exits_times_out(monkeypatch) -> N
         pid, pidfd, w = _old_engine()
         t0 = time.monotonic_ns()
         try:
-            assert not handover._wait_exit(_poller(pidfd), Path("/x"), abi.load(), t0, lambda: None)
+            assert not handover._wait_exit(_poller(pidfd), Path("/x"), abi.load(), t0, lambda _look: None)
             assert (time.monotonic_ns() - t0) / 1e9 < 1.0
         finally:
             os.write(w, b"x")
@@ -215,7 +262,7 @@ def test_an_engine_that_neither_hands_over_nor_exits_times_out(monkeypatch) -> N
 def test_load_takes_the_preloaded_state_and_reads_only_without_one(monkeypatch) -> None:
     reads: list[SimpleNamespace] = []
 
-    def read_state(_fp):
+    def read_state(_fp, _look=None):
         reads.append(SimpleNamespace(sessions=[1, 2]))
         return reads[-1]
 

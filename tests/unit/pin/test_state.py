@@ -455,3 +455,84 @@ def test_decode_is_total_on_a_valid_state_with_fields_replaced(edits: list[tuple
         except (IndexError, KeyError, TypeError):
             continue  # an earlier edit changed the shape above this leaf
     _total(_blob(doc))
+
+
+def test_a_decoding_looks_now_and_then_and_reads_the_same() -> None:
+    sessions = [_session(i) for i in range(state.LOOK_EVERY + 3)]
+    blob = state.encode(_host(*sessions), 256)
+    looks: list[int] = []
+    handed = state.parse(blob, look=lambda: looks.append(1))
+    # After the JSON, then after each run of LOOK_EVERY sessions and the rest.
+    assert len(looks) == 3
+    plain = state.parse(blob)
+    assert [r.state for r in handed.sessions] == [r.state for r in plain.sessions]
+    assert [r.config for r in handed.sessions] == [r.config for r in plain.sessions]
+
+
+def _whole_dump(host: Any, nslots: int) -> bytes:
+    """The state as one json.dumps of the whole document: what encode must produce, cached or not."""
+    dp = state._bookkeeping(host)
+    records = [state._record(e, dp.get(d)) for d, e in host.sessions.items()]
+    return state._dump([state.fingerprint(), os.getpid(), nslots, records])
+
+
+def test_an_encoding_reuses_unchanged_records_and_is_the_whole_documents_dump() -> None:
+    sessions, host = _three()
+    first = state.encode(host, 16)
+    assert first == _whole_dump(host, 16)
+    texts = {d: state._kept[d].text for d in host.sessions}
+    assert state.encode(host, 16) == first
+    assert all(state._kept[d].text is texts[d] for d in host.sessions)  # none encoded again
+    del host.sessions[sessions[0].local_discr]
+    assert state.encode(host, 16) == _whole_dump(host, 16)
+    assert sessions[0].local_discr not in state._kept  # a session gone is forgotten
+
+
+def _changes(host: Any, s: Session) -> list[tuple[str, Any]]:
+    entry = host.sessions[s.local_discr]
+
+    def in_place_drop() -> None:
+        entry.drops["ttl"] += 1  # the Counter itself, not a new one
+
+    return [
+        ("a drop counted in place", in_place_drop),
+        ("a packet the engine sent", lambda: setattr(entry, "user_tx_packets", entry.user_tx_packets + 1)),
+        ("the last packet received", lambda: setattr(entry, "last_rx_raw", entry.last_rx_raw[:-1] + b"\x01")),
+        ("the machine (a Poll started)", lambda: s.set_config(replace(s.config, min_tx_us=30_000), 5_000)),
+        ("the source port", lambda: setattr(entry.tx, "sport", entry.tx.sport + 1)),
+        ("another configuration object", lambda: setattr(s, "_config", replace(s.config, detect_mult=5))),
+    ]
+
+
+@pytest.mark.parametrize("which", range(6))
+def test_every_change_to_a_session_is_encoded_again(which: int) -> None:
+    sessions, host = _three()
+    for _ in state.rehearse(host, 2):  # the warm-up keeps every record
+        pass
+    before = state.encode(host, 16)
+    what, change = _changes(host, sessions[1])[which]
+    change()
+    after = state.encode(host, 16)
+    assert after == _whole_dump(host, 16), what
+    assert after != before, what
+
+
+def _immutable(v: Any) -> bool:
+    if v is None or isinstance(v, (int, float, str, bytes)):  # bool and the enums are ints
+        return True
+    if isinstance(v, tuple):
+        return all(_immutable(x) for x in v)
+    params = getattr(type(v), "__dataclass_params__", None)
+    return params is not None and params.frozen and all(_immutable(getattr(v, f.name)) for f in fields(v))
+
+
+def test_what_the_encoder_compares_is_immutable() -> None:
+    """A kept record is used again when what it was made from compares equal: a mutable value
+    (a list, a dict) kept by reference would compare equal to itself after a change."""
+    sessions, host = _three()
+    for s in sessions:
+        values = s.export()
+        bad = [n for n, v in zip(Session.STATE_FIELDS, values, strict=True) if not _immutable(v)]
+        assert not bad, bad
+        entry_values = state._entry_values(host.sessions[s.local_discr])
+        assert all(_immutable(v) for v in entry_values)
