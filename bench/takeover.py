@@ -133,7 +133,7 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
     wait_until(lambda: serving_all(new, n), timeout=120, interval=0.5, what="successor serving all")
     r = {
         "old_exit": rc,
-        "notify": [m.strip() for m in said],
+        "notify": [msg.strip() for msg in said],
         "gone_ms": float(m.group(2)) if m else None,
         "old_own_ms": float(own.group(1)) if own else None,
         "old_exit_ms": float(own.group(2)) if own else None,

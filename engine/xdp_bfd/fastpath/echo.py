@@ -204,8 +204,9 @@ class EchoOriginator:
 
     def _sock(self, ifindex: int) -> socket.socket | None:
         sock = self.socks.get(ifindex)
-        if sock is None and self.take is not None:
-            sock = self.take(ifindex)
+        if sock is not None:
+            return sock
+        sock = self.take(ifindex) if self.take is not None else None
         if sock is None:
             name = links.name_of(ifindex)
             if name is None:
@@ -216,9 +217,8 @@ class EchoOriginator:
             except OSError:
                 sock.close()
                 raise
-        if ifindex not in self.socks:
-            sock.setblocking(False)
-            self.socks[ifindex] = sock
+        sock.setblocking(False)
+        self.socks[ifindex] = sock
         return sock
 
     def _send(self, e: _Echo, now: int) -> None:

@@ -2,8 +2,8 @@
 
 The last close of an AF_PACKET socket waits for an RCU grace period
 (``packet_release`` calls ``synchronize_net``): about 6 ms unloaded here and
-10-16 ms beside 1024 sessions' traffic, once per socket, in the old engine's
-exit, on the takeover's path (docs/benchmarks.md, "A takeover's exit"). The
+6-15 ms of the old engine's exit in the bench's takeovers at 1024 sessions, on
+the takeover's path (docs/benchmarks.md, "A takeover's exit"). The
 engine holds one for the transmit clock's loop (fastpath/loop.py) and one per
 interface it sends its own echo on (fastpath/echo.py). Passed to the
 successor, the old engine's close drops a reference, not the socket; the

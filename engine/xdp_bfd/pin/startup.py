@@ -7,6 +7,7 @@ and the order is strict: plan, request, read the state, attach, then serve.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -171,8 +172,7 @@ def start_fast_path(
             # The state is decoded once the old engine is gone, or while it exits if that
             # takes longer than handover.EXIT_WAIT_MS (it is written by then).
             preload = handover.Preload(fp) if plan.kind == "takeover" else None
-            old_pid = plan.pid
-            sent = lambda: notifier.request_sent(old_pid)  # noqa: E731
+            sent = functools.partial(notifier.request_sent, plan.pid)
             gone = handover.request(plan.pid, pin.root, build, meanwhile=preload, on_request=sent)
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
             passed = session_sockets.collect(socket_inbox, plan.pid)
