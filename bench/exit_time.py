@@ -12,8 +12,13 @@ that the machine's weather falls on all of them alike.
   fastpath-settled  the same after pin.startup.settle_after_compile (heap trimmed, compiler pages
                     unmapped), as the engine is when a successor asks it to leave
   fastpath-sweep    settled, with the sweep's raw tracepoint and perf events attached
+  fastpath-exits    fastpath-sweep, leaving as a handing-over engine did before 2026-12-05: at a
+                    signal, every descriptor closed, then os._exit (core.departure, no child)
+  fastpath-departs  the same as a handing-over engine leaves now: the address space left to a
+                    sleeping child (core.departure.exit_now)
 
-Nothing is attached to an interface and no packet is sent.
+The last two are timed from their signal (SIGUSR1, handled in Python) rather
+than SIGKILL. Nothing is attached to an interface and no packet is sent.
 
     sudo .venv/bin/python bench/exit_time.py [--runs 5] [KIND ...]
 """
@@ -32,7 +37,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))
 
-KINDS = ("plain", "bcc-import", "fastpath", "fastpath-settled", "fastpath-sweep")
+KINDS = (
+    "plain",
+    "bcc-import",
+    "fastpath",
+    "fastpath-settled",
+    "fastpath-sweep",
+    "fastpath-exits",
+    "fastpath-departs",
+)
+# The kinds that leave by the engine's own exit at SIGUSR1, and the child's linger each gives.
+LEAVING = {"fastpath-exits": 0, "fastpath-departs": None}
 SETTLE_S = 0.3  # after the child says it is ready, before the kill: let its start-up work end
 
 
@@ -47,10 +62,16 @@ def _become(kind: str) -> object:
         from xdp_bfd.pin.startup import settle_after_compile  # noqa: PLC0415
 
         fp = FastPath(3_000_000)
-        if kind == "fastpath-sweep":
+        if kind not in {"fastpath", "fastpath-settled"}:
             fp.program.start_sweep()
         if kind != "fastpath":
             settle_after_compile(kernel_clock=True)
+        if kind in LEAVING:
+            from xdp_bfd.core import departure  # noqa: PLC0415
+
+            linger = LEAVING[kind]
+            linger_s = departure.LINGER_S if linger is None else linger
+            signal.signal(signal.SIGUSR1, lambda *_: departure.exit_now(0, linger_s))
         return fp
     return None
 
@@ -78,9 +99,9 @@ def exit_ms(kind: str) -> float:
     fd = os.pidfd_open(pid)
     try:
         t0 = time.monotonic_ns()
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGUSR1 if kind in LEAVING else signal.SIGKILL)
         if not select.select([fd], [], [], 10)[0]:
-            raise RuntimeError(f"the {kind} child was not gone 10 s after SIGKILL")
+            raise RuntimeError(f"the {kind} child was not gone 10 s after its signal")
         ms = (time.monotonic_ns() - t0) / 1e6
     finally:
         os.close(fd)

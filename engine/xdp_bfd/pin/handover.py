@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import sched
+from ..core import departure, sched
 from ..core.host import Host
 from ..fastpath.abi import Abi
 from ..fastpath.kernel import FastPath
@@ -328,8 +328,9 @@ def hand_over(
     for h in logging.getLogger().handlers:
         h.flush()
     # No shutdown: the XDP program stays attached and answering, the maps stay
-    # pinned, and no AdminDown goes out. The kernel closes the rest.
-    os._exit(75)
+    # pinned, and no AdminDown goes out. Every descriptor is closed on the way
+    # out; the address space is freed by a child after the successor has it all.
+    departure.exit_now(75)
 
 
 def _pass_sockets(host: Host, root: Path) -> None:
