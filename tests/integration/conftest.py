@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +31,16 @@ def trixie_root() -> Iterator[str]:
 def ansible_env(tmp_path: Path) -> dict[str, str]:
     """Environment for running the collection's modules with the ``ansible`` CLI."""
     return collection_env(tmp_path)
+
+
+SMALL_FASTPATH_SESSIONS = 64
+
+
+@pytest.fixture
+def small_fastpath() -> Iterator[Any]:
+    """The fast path compiled and loaded for 64 sessions, attached nowhere: its maps to read and write."""
+    from xdp_bfd.fastpath.kernel import FastPath  # noqa: PLC0415 (bcc: only for the tests that use it)
+
+    f = FastPath(3_000_000, max_sessions=SMALL_FASTPATH_SESSIONS)
+    yield f
+    f.close()

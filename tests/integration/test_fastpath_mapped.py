@@ -7,17 +7,14 @@ import random
 
 import pytest
 
-from xdp_bfd.fastpath.kernel import FastPath
 from xdp_bfd.fastpath.mapped import LookedUpArray, MappedArray, element_reader
 
-SESSIONS = 64
+SESSIONS = 64  # the small_fastpath fixture's (conftest.py)
 
 
 @pytest.fixture
-def fp():
-    f = FastPath(3_000_000, max_sessions=SESSIONS)
-    yield f
-    f.close()
+def fp(small_fastpath):
+    return small_fastpath
 
 
 def _fill(leaf: ctypes.Structure, rng: random.Random) -> None:

@@ -13,14 +13,22 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..core import links
 from ..core.clock import now_us
 from ..core.host import Entry, Host, PacketCounts
 from ..session import AuthConfig, Rejected
-from ..wire.control import MIN_LEN, MIN_LEN_AUTH, CodecError, Flag, State, decode_control, encode_control
+from ..wire.control import (
+    MIN_LEN,
+    MIN_LEN_AUTH,
+    CodecError,
+    Flag,
+    State,
+    amended,
+    decode_control,
+    encode_control,
+)
 from .kernel import FastPath
 from .slots import mapped16
 
@@ -231,7 +239,7 @@ class Offload:
         # P has gone out (Session.poll_announced); the peer's Final is not steady, so
         # it reaches the session, which ends the Poll and this P with it.
         reply = encode_control(
-            replace(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_announced)
+            amended(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_announced)
         )
         expect = steady_template(entry.last_rx_raw, self.control_len)
         kcfg = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ipaddress
+from collections.abc import Iterator
 from typing import Any
 
 from .errors import KernelError
@@ -46,6 +47,7 @@ class Slots:
         self._free: list[int] = []
         self._used: set[int] = set()
         self._named: dict[int, int] = {}  # low bits -> the slot discr_slot gives them to
+        self._batch: dict[int, Any] | None = None  # slot -> configuration, while batched_cfg() holds them
 
     @property
     def nslots(self) -> int:
@@ -105,6 +107,8 @@ class Slots:
     def uninstall(
         self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
     ) -> None:
+        if self._batch is not None:
+            self._batch.pop(slot, None)
         self.cfg[self.cfg.Key(slot)] = self.cfg.Leaf()
         low = discr & self.discr_mask
         if self._named.get(low) == slot:
@@ -125,7 +129,39 @@ class Slots:
                 ctypes.memmove(getattr(leaf, name), value, len(value))
             else:
                 setattr(leaf, name, value)
+        if self._batch is not None:
+            self._batch[slot] = leaf
+            return
         self.cfg[self.cfg.Key(slot)] = leaf
+
+    @contextlib.contextmanager
+    def batched_cfg(self) -> Iterator[None]:
+        """Configuration writes held and made in one ``BPF_MAP_UPDATE_BATCH`` when the block ends.
+
+        A takeover's successor writes the configuration of every session it
+        adopts, and a syscall each was a tenth of its restore at 1024 sessions
+        (docs/benchmarks.md). Until the block ends the kernel keeps what the
+        slot had (the predecessor's, the same unless something changed); the
+        writes are made even if the block raises.
+        """
+        self._batch = {}
+        try:
+            yield
+        finally:
+            batch, self._batch = self._batch, None
+            self._write_batch(batch)
+
+    def _write_batch(self, batch: dict[int, Any]) -> None:
+        if not batch:
+            return
+        n = len(batch)
+        keys = (self.cfg.Key * n)(*(self.cfg.Key(slot) for slot in batch))
+        values = (self.cfg.Leaf * n)(*batch.values())
+        try:
+            self.cfg.items_update_batch(keys, values)
+        except Exception:  # bcc raises a bare Exception: a kernel without batch operations
+            for slot, leaf in batch.items():
+                self.cfg[self.cfg.Key(slot)] = leaf
 
     def read_state(self, slot: int) -> Any:
         """A copy of the slot's kernel view, read from the mapped map (fastpath/mapped.py)."""

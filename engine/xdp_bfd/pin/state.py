@@ -873,8 +873,10 @@ def restore(
         out.append(entry)
     host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
     now = now_us()
-    for entry in out:
-        host.service(entry, now)
+    # Every adopted session's configuration is written, in one batch (slots.py).
+    with offload.slots.batched_cfg():
+        for entry in out:
+            host.service(entry, now)
     log.info("pin: adopted %d sessions from engine %d%s", len(out), state.pid, kept.summary(len(out)))
     return out
 

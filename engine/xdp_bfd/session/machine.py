@@ -12,10 +12,9 @@ from __future__ import annotations
 import operator
 import random
 from collections import deque
-from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..wire.control import Auth, ControlPacket, Diag, State, encode_control, verify_auth
+from ..wire.control import Auth, ControlPacket, Diag, State, amended, encode_control, verify_auth
 from .config import SessionConfig
 from .events import Rejected, RemoteParamsChanged, StateChanged
 from .timers import SLOW_TX_US, jittered, next_sequence, sequence_in_window
@@ -322,7 +321,7 @@ class Session:
         # What is left of the content is the configuration's (detect multiplier, echo interval)
         # and the discriminator, so the packet is built once per configuration: at a mass
         # failure every session's Down goes out in one run (docs/benchmarks.md).
-        down = replace(
+        down = amended(
             self._content(),
             state=State.DOWN,
             your_discr=0,
@@ -737,7 +736,7 @@ class Session:
         number is what §6.7.3/§6.7.4 allow unless the type is meticulous, whose packets the kernel
         never sends; the next packet the session sends itself moves it on.
         """
-        return self._signed(replace(self._content(), poll=poll))
+        return self._signed(amended(self._content(), poll=poll))
 
     def _signed(self, pkt: ControlPacket) -> bytes:
         """``pkt`` encoded with our authentication section at the current transmit Sequence
@@ -746,7 +745,7 @@ class Session:
         if auth is None:
             return encode_control(pkt)
         section = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
-        return encode_control(replace(pkt, auth=section), secret=auth.secret)
+        return encode_control(amended(pkt, auth=section), secret=auth.secret)
 
     def _content(self) -> ControlPacket:
         """The packet we would send, minus P, F and authentication (§6.8.7)."""
@@ -773,7 +772,7 @@ class Session:
         # §6.5: never both P and F on one packet.
         poll = self._poll_active and not final
         auth = self._config.auth
-        data = self._signed(replace(content, poll=poll, final=final))
+        data = self._signed(amended(content, poll=poll, final=final))
         if data != self._sent_ahead:
             self._outbox.append(data)
         self._sent_ahead = None

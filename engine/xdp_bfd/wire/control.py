@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 import hmac
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from . import auth as _auth
 from .errors import CodecError
@@ -22,6 +23,7 @@ __all__ = [
     "Diag",
     "Flag",
     "State",
+    "amended",
     "decode_control",
     "encode_control",
     "verify_auth",
@@ -100,6 +102,26 @@ class ControlPacket:
     multipoint: bool = False
     auth: Auth | None = field(default=None)
     version: int = 1
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(ControlPacket))
+
+
+def amended(pkt: ControlPacket, **changes: Any) -> ControlPacket:
+    """``dataclasses.replace(pkt, **changes)`` at about a quarter of its cost.
+
+    The periodic path builds a packet from the session's content with P and F
+    set, and the fast path's templates do the same for every session a
+    takeover adopts: ``replace`` walks every field's metadata and runs
+    ``__init__`` each time. ControlPacket has no checks of its own to run, so
+    its values are copied with the changes over them. An unknown name is a
+    TypeError, as with ``replace``.
+    """
+    if not changes.keys() <= _FIELD_NAMES:
+        raise TypeError(f"ControlPacket has no field {sorted(changes.keys() - _FIELD_NAMES)[0]!r}")
+    new = object.__new__(ControlPacket)
+    vars(new).update(vars(pkt), **changes)
+    return new
 
 
 # --- wire format --------------------------------------------------------------

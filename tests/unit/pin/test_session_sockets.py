@@ -8,12 +8,14 @@ engine would make for the session.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import os
 import socket
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -218,7 +220,7 @@ def _handed(sports: list[int]) -> state.Handed:
 
 class _Offload:
     def __init__(self) -> None:
-        self.slots = type("S", (), {"adopt": lambda self, n, used: None})()
+        self.slots = SimpleNamespace(adopt=lambda n, used: None, batched_cfg=contextlib.nullcontext)
 
     def adopted(self, entry) -> None:
         pass

@@ -9,6 +9,7 @@ nothing in it runs.
 from __future__ import annotations
 
 import ast
+import contextlib
 import ipaddress
 import json
 import logging
@@ -171,7 +172,7 @@ def test_encode_is_json_of_lists_behind_the_header() -> None:
 
 class _Offload:
     def __init__(self) -> None:
-        self.slots = SimpleNamespace(adopt=self._adopt)
+        self.slots = SimpleNamespace(adopt=self._adopt, batched_cfg=contextlib.nullcontext)
         self.adopted_slots: list[int] = []
         self.removed_slots: list[int] = []
         self.nslots: int | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xdp_bfd.wire import Auth, AuthType, CodecError, ControlPacket, Diag, State
-from xdp_bfd.wire.control import decode_control, encode_control
+from xdp_bfd.wire.control import amended, decode_control, encode_control
 
 A_BIT, M_BIT = 0x04, 0x01
 
@@ -287,3 +288,48 @@ def test_decode_mutated_packets_raises_only_codec_error(pkt: ControlPacket, data
     cut = data.draw(st.integers(0, len(wire)))
     with contextlib.suppress(CodecError):
         decode_control(bytes(wire[:cut]))
+
+
+# --- amended: dataclasses.replace without its cost ---------------------------------
+
+
+_CHANGES = st.fixed_dictionaries(
+    {},
+    optional={
+        "state": st.sampled_from(list(State)),
+        "your_discr": st.integers(0, 2**32 - 1),
+        "diag": st.sampled_from(list(Diag)),
+        "poll": st.booleans(),
+        "final": st.booleans(),
+        "demand": st.booleans(),
+        "desired_min_tx_us": st.integers(0, 2**32 - 1),
+        "auth": st.none() | st.just(Auth(AuthType.SIMPLE, 1, b"abc")),
+    },
+)
+
+
+@given(_CHANGES)
+@settings(max_examples=200, deadline=None)
+def test_amended_is_replace(changes):
+    base = ControlPacket(
+        state=State.UP, my_discr=7, your_discr=9, detect_mult=5, required_min_echo_rx_us=50_000
+    )
+    before = dataclasses.astuple(base)
+    got, want = amended(base, **changes), dataclasses.replace(base, **changes)
+    assert got == want and hash(got) == hash(want) and repr(got) == repr(want)
+    assert encode_control(dataclasses.replace(got, auth=None)) == encode_control(
+        dataclasses.replace(want, auth=None)
+    )
+    assert dataclasses.astuple(base) == before  # the original is untouched
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.poll = True  # type: ignore[misc]
+
+
+def test_amended_has_no_init_checks_to_skip():
+    """amended copies values without ``__init__``: sound only while the packet has no checks of its own."""
+    assert not hasattr(ControlPacket, "__post_init__")
+
+
+def test_amended_refuses_a_name_that_is_not_a_field():
+    with pytest.raises(TypeError, match="no field 'pol'"):
+        amended(ControlPacket(state=State.UP, my_discr=1), pol=True)

@@ -1,0 +1,59 @@
+"""Slots.batched_cfg: a takeover's configuration writes, held and made in one batch on the real map."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from xdp_bfd.fastpath.kernel import FastPath
+
+SESSIONS = 64  # the small_fastpath fixture's (conftest.py)
+
+
+@pytest.fixture
+def fp(small_fastpath):
+    return small_fastpath
+
+
+def _kcfg(discr: int) -> dict:
+    return {
+        "flags": 1,
+        "local_discr": discr,
+        "epoch": 3,
+        "min_gap_ns": 7_500_000,
+        "reply": bytes([discr & 0xFF]) * 24,
+    }
+
+
+def _discr(fp: FastPath, slot: int) -> int:
+    cfg = fp.slots.cfg
+    return int(cfg[cfg.Key(slot)].local_discr)
+
+
+def test_the_writes_land_together_when_the_block_ends(fp):
+    slots = fp.slots
+    last = SESSIONS - 1
+    with slots.batched_cfg():
+        for slot in (0, 5, last):
+            slots.write_cfg(slot, _kcfg(100 + slot))
+        slots.write_cfg(5, _kcfg(206))  # written twice in the block: the last one counts
+        slots.write_cfg(7, _kcfg(107))
+        slots.uninstall(
+            7, local=None, peer=ipaddress.ip_address("10.0.0.7"), ifindex=0, multihop=False, discr=107
+        )
+        # Held: the kernel still has what the slots had (the predecessor's, here nothing).
+        assert [_discr(fp, s) for s in (0, 5, 7, last)] == [0, 0, 0, 0]
+    assert [_discr(fp, s) for s in (0, 5, 7, last)] == [100, 206, 0, 100 + last]
+    cfg = slots.cfg
+    assert bytes(cfg[cfg.Key(0)].reply)[:24] == bytes([100]) * 24
+    # Outside a block a write is made at once.
+    slots.write_cfg(1, _kcfg(101))
+    assert _discr(fp, 1) == 101
+
+
+def test_the_writes_are_made_when_the_block_raises(fp):
+    with pytest.raises(RuntimeError), fp.slots.batched_cfg():
+        fp.slots.write_cfg(2, _kcfg(102))
+        raise RuntimeError("a restore that failed half-way")
+    assert _discr(fp, 2) == 102
