@@ -14,6 +14,9 @@ arguments. Per takeover:
   just before SIGUSR2): how long nobody but the kernel serves;
   ``mainpid_to_ready_ms`` from its MAINPID= (before the old engine's warm-up);
 * ``serving_all_s``: spawn -> every session Up with kernel TX active in its stats.
+* ``warm_up_state_decode_ms`` / ``state_decode_ms`` / ``checked_again``: the successor's decoding of
+  the old engine's warm-up state before the request, of the request's state after it, and how many of
+  its records differed from the warm-up's and were checked again.
 
 Across the run: the peer's down events (the synthetic peer counts every Up ->
 Down it sees, and which of them came after a silence of its own past the
@@ -54,6 +57,9 @@ from harness.netns import Topology
 from harness.wait import wait_until
 
 GONE_RE = re.compile(r"pin: engine (\d+) handed over and was gone ([\d.]+) ms after the request(.*)")
+# The successor's decoding of the old engine's warm-up state (before the request) and of the request's.
+REHEARSAL_RE = re.compile(r"pin: read the warm-up's state of (\d+) sessions in ([\d.]+) ms before")
+READ_RE = re.compile(r"pin: read the state of (\d+) sessions in ([\d.]+) ms[^(\n]*(?:\((\d+) checked again)?")
 OWN_RE = re.compile(r"own part ([\d.]+) ms, exit ([\d.]+) ms")
 HANDED_RE = re.compile(
     r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms"
@@ -148,6 +154,10 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
         "mainpid_to_ready_ms": round((t_ready - t_main) * 1e3, 1),
         "serving_all_s": round(time.monotonic() - t_spawn, 2),
         "adopted": "pin: adopted" in new.log(),
+        # Before the request, the warm-up's state decoded in full; after it, only the records that differ.
+        "warm_up_state_decode_ms": float(rh.group(2)) if (rh := REHEARSAL_RE.search(new.log())) else None,
+        "state_decode_ms": float(rd.group(2)) if (rd := READ_RE.search(new.log())) else None,
+        "checked_again": int(rd.group(3)) if rd and rd.group(3) else None,
         # The successor's own account: request -> each phase -> READY.
         "phases": new.wait_log("pin: serving again", timeout=30).split("pin: ", 1)[1].strip(),
     }

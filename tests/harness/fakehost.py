@@ -100,6 +100,7 @@ class FakeHost:
         self.signal_handlers: dict[int, Callable[[], None]] = {}
         self.closers: list[Callable[[], None]] = []
         self.marks: list[str] = []
+        self.turns_ended = 0
         self.observers: list[SessionObserver] = []
         self.state_listeners: list[Callable[[Entry, StateChanged], None]] = []
         self.remote_listeners: list[Callable[[Entry, RemoteParamsChanged], None]] = []
@@ -133,6 +134,9 @@ class FakeHost:
 
     def mark(self, phase: str) -> None:
         self.marks.append(phase)
+
+    def end_turn(self) -> None:
+        self.turns_ended += 1
 
     def stop_pending(self) -> bool:
         return self.stopping

@@ -206,6 +206,10 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         assert gone, new.log()
         # The warm-up before the request (SIGWINCH, acknowledged in the owner record) happened.
         assert re.search(r"it had prepared in [\d.]+ ms", new.log()), new.log()
+        # ... and the state it wrote then was decoded before the request, so the request's was
+        # checked only where it differed (the log says how many records were checked again).
+        assert f"read the warm-up's state of {N_SESSIONS} sessions" in new.log(), new.log()
+        assert re.search(r"\((\d+) checked again since the warm-up's\)", new.log()), new.log()
         assert "handed over" in eng.log()
         wait_until(lambda: _serving_all(new), timeout=15, what="successor serving every session")
         assert _discrs(new) == discrs  # peers keep talking to the same discriminators

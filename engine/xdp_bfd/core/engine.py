@@ -103,6 +103,9 @@ class Engine:
     def mark(self, phase: str) -> None:
         self.reactor.mark(phase)
 
+    def end_turn(self) -> None:
+        self.reactor.end_turn()
+
     def stop_pending(self) -> bool:
         r = self.reactor
         return r.stop_requested or any(s in (signal.SIGTERM, signal.SIGINT) for s in r.pending_signals)

@@ -136,6 +136,11 @@ class Loop(Protocol):
     def mark(self, phase: str) -> None:
         """Time a phase of a takeover (nothing outside one)."""
 
+    def end_turn(self) -> None:
+        """From a background step (a stats waiter's): the loop's turn of background work ends with it,
+        and the job's next step comes with the next turn — under a reservation a period later, with
+        that period's runtime."""
+
     def stop_pending(self) -> bool:
         """Whether SIGTERM or SIGINT arrived, acted on or not.
 

@@ -51,6 +51,7 @@ class Reactor:
         self.pace_us = 0
         self.turn_us = BACKGROUND_TURN_US
         self._background_at = 0
+        self._turn_ended = False  # end_turn() during the step that runs
         self._gc_held: bool | None = None  # the collector's state before the jobs, while they run
         self._wake_r, self._wake_w = socket.socketpair()
         # What wakes the loop at a deadline: epoll's own timeout is whole milliseconds (wait()).
@@ -187,14 +188,27 @@ class Reactor:
             self._next_job()
 
     def run_background(self) -> None:
-        """Background steps for up to ``turn_us``, ending early when a timer falls due."""
+        """Background steps for up to ``turn_us``, ending early when a timer falls due or a step
+        called :meth:`end_turn`."""
         start = now_us()
         while self.background is not None:
+            self._turn_ended = False
             self.step_background()
             now = now_us()
             due = self.next_due()
-            if now - start >= self.turn_us or (due is not None and due <= now):
+            if self._turn_ended or now - start >= self.turn_us or (due is not None and due <= now):
+                self._turn_ended = False
                 return
+
+    def end_turn(self) -> None:
+        """The background step running now is the last of this turn; the job's next comes with the next.
+
+        Under a reservation the next turn is a period later, when the kernel
+        has given the thread that period's runtime again: a step that must find
+        the loop with CPU left after it (the warm-up's stamp, which a takeover's
+        request follows within a millisecond) opens a turn of its own.
+        """
+        self._turn_ended = True
 
     def wait(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
         """Input ready within ``timeout`` seconds; returns at the deadline, not up to 1 ms after it.

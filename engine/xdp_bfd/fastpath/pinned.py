@@ -26,9 +26,11 @@ class Pinned:
 
     def set_owner(self, pid: int, state: int, blob_len: int, *, done_ns: int = 0) -> None:
         slot = self.abi.Owner
+        # The length first: a reader that sees the new DONE_NS (a warm-up's stamp) or STATE (handed
+        # over) finds the length of the blob they announce.
         for idx, value in (
-            (slot.DONE_NS, done_ns),
             (slot.BLOB_LEN, blob_len),
+            (slot.DONE_NS, done_ns),
             (slot.STATE, state),
             (slot.PID, pid),
         ):

@@ -37,6 +37,7 @@ from typing import Any
 from ..core import departure, sched
 from ..core.host import Host
 from ..fastpath.abi import Abi
+from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
 from . import bpfsys, packet_sockets, session_sockets, state
@@ -110,8 +111,10 @@ def request(
     pid: int,
     root: Path,
     abi: Abi,
+    *,
     meanwhile: Callable[[Callable[[], None]], None] | None = None,
     on_request: Callable[[], object] | None = None,
+    prepared: Callable[[], object] | None = None,
 ) -> Departure:
     """SIGUSR2 to the running engine; returns when it was gone (raises HandoverError).
 
@@ -122,7 +125,9 @@ def request(
     and its sockets are open until the kernel closes them. It is given a
     function to call now and then, which notes when the old engine is gone:
     the departure's time is that note, not the end of the decoding.
-    ``on_request`` runs just before SIGUSR2 (after the warm-up).
+    ``on_request`` runs just before SIGUSR2 (after the warm-up), ``prepared``
+    before it once the old engine said it had prepared (the successor decodes
+    the warm-up's state there: :meth:`Preload.rehearse`).
     """
     try:
         pidfd = os.pidfd_open(pid)
@@ -130,6 +135,8 @@ def request(
         return Departure(0.0, request_ns=time.monotonic_ns())
     try:
         prepared_ms = _prepare(pid, root, abi)
+        if prepared_ms is not None and prepared is not None:
+            prepared()
         if on_request is not None:
             on_request()
         t0 = time.monotonic_ns()
@@ -207,7 +214,9 @@ def _owner_watch(root: Path, abi: Abi) -> _OwnerWatch | None:
     return _OwnerWatch(fd, abi.Owner.STATE, abi.OwnerState.HANDED_OVER)
 
 
-def read_state(fp: FastPath, look: Callable[[], None] | None = None) -> state.Handed | None:
+def read_state(
+    fp: FastPath, look: Callable[[], None] | None = None, known: state.Known | None = None
+) -> state.Handed | None:
     """The state the owner record says was handed over, or None (and why, logged).
 
     Read as soon as the old engine marked it written (:func:`request`'s
@@ -220,7 +229,7 @@ def read_state(fp: FastPath, look: Callable[[], None] | None = None) -> state.Ha
     if not owner or owner.state != fp.abi.OwnerState.HANDED_OVER or not owner.blob_len:
         log.warning("pin: the engine left without handing over its state; starting fresh")
         return None
-    limit = min(state.MAX_BLOB, fp.abi.handover_chunk * fp.abi.handover_chunks)
+    limit = _blob_limit(fp)
     if owner.blob_len > limit:
         log.warning(
             "pin: the handed-over state is refused: the owner record says %d bytes, more than the %d "
@@ -229,33 +238,89 @@ def read_state(fp: FastPath, look: Callable[[], None] | None = None) -> state.Ha
             limit,
         )
         return None
-    return state.decode(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions, look=look)
+    return state.decode(
+        fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions, look=look, known=known
+    )
+
+
+def _blob_limit(fp: FastPath) -> int:
+    return min(state.MAX_BLOB, fp.abi.handover_chunk * fp.abi.handover_chunks)
+
+
+def read_rehearsal(fp: FastPath) -> list[tuple[Any, state.Record]] | None:
+    """The records of the state a running engine wrote at its warm-up (None: none, or not usable).
+
+    Decoded and checked in full, as any state, while the old engine still
+    serves; the request's state is then checked only where it differs
+    (state.parse's ``known``).
+    """
+    assert fp.pin is not None and fp.pinned is not None
+    owner = read_owner(fp.pin.root, fp.abi)
+    if not owner or owner.state != fp.abi.OwnerState.RUNNING or not 0 < owner.blob_len <= _blob_limit(fp):
+        return None
+    keep: list[tuple[Any, state.Record]] = []
+    try:
+        state.parse(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions, keep=keep)
+    except state.Refused as e:
+        log.info("pin: the warm-up's state is not used (%s); the request's is checked in full", e)
+        return None
+    return keep
 
 
 class Preload:
-    """The state decoded while the old engine exits, for :func:`load` to take once it is gone."""
+    """The state decoded while the old engine exits, for :func:`load` to take once it is gone; and
+    the warm-up's state, decoded before the request, that spares checking what did not change."""
 
     def __init__(self, fp: FastPath) -> None:
         self.fp = fp
         self.done = False
         self.handed: state.Handed | None = None
+        self.known: list[tuple[Any, state.Record]] | None = None
+
+    def rehearse(self) -> None:
+        """Before the request: decode the state the old engine wrote at its warm-up."""
+        t0 = time.monotonic_ns()
+        self.known = read_rehearsal(self.fp)
+        if self.known is not None:
+            log.info(
+                "pin: read the warm-up's state of %d sessions in %.1f ms before the request",
+                len(self.known),
+                (time.monotonic_ns() - t0) / 1e6,
+            )
 
     def __call__(self, look: Callable[[], None] | None = None) -> None:
         t0 = time.monotonic_ns()
-        self.handed, self.done = read_state(self.fp, look), True
+        self.handed, self.done = read_state(self.fp, look, self.known), True
         if self.handed is not None:
             log.info(
-                "pin: read the state of %d sessions in %.1f ms while the old engine exits",
+                "pin: read the state of %d sessions in %.1f ms while the old engine exits%s",
                 len(self.handed.sessions),
                 (time.monotonic_ns() - t0) / 1e6,
+                _afresh_text(self.known),
             )
+
+
+def _afresh_text(known: state.Known | None) -> str:
+    if known is None:
+        return ""
+    return f" ({state.decoded_afresh()} checked again since the warm-up's)"
 
 
 def load(fp: FastPath, preload: Preload | None = None) -> state.Handed | None:
     """Once the old engine is gone: the state it handed over, or None (and why, logged)."""
     if preload is not None and preload.done:
         return preload.handed
-    return read_state(fp)
+    known = preload.known if preload is not None else None
+    t0 = time.monotonic_ns()
+    handed = read_state(fp, known=known)
+    if handed is not None and preload is not None:
+        log.info(
+            "pin: read the state of %d sessions in %.1f ms%s",
+            len(handed.sessions),
+            (time.monotonic_ns() - t0) / 1e6,
+            _afresh_text(known),
+        )
+    return handed
 
 
 # --- the running engine -----------------------------------------------------------------
@@ -275,9 +340,34 @@ def warm_up(host: Host, offload: Offload) -> None:
 
     def encode_slices(_doc: dict[str, Any]) -> Generator[None, None, None]:
         yield from state.rehearse(host, WARM_UP_SLICE_SESSIONS)
-        pinned.set_owner(os.getpid(), running, 0, done_ns=time.monotonic_ns())
+        # What was just encoded goes to the pinned map too: the successor decodes it before its
+        # request and, after it, checks only the sessions whose record changed.
+        try:
+            blob = state.rehearsed(host, fp.slots.nslots)
+        except ValueError:
+            blob = b""
+        yield
+        written = _write_rehearsal(pinned, blob)
+        # The stamp opens a turn of its own. The request follows it soon after, and under a
+        # reservation the encoding's last turn can have used the period's runtime: the handover
+        # would then wait, throttled, for the next period (docs/benchmarks.md, session 31).
+        host.end_turn()
+        yield
+        pinned.set_owner(os.getpid(), running, written, done_ns=time.monotonic_ns())
 
     host.want_stats(encode_slices)
+
+
+def _write_rehearsal(pinned: Any, blob: bytes) -> int:
+    """The warm-up's state into the pinned map: its length, or 0 when it cannot be written."""
+    if not blob:
+        return 0
+    try:
+        pinned.write_blob(blob)
+    except (KernelError, OSError) as e:
+        log.info("pin: the warm-up's state was not written (%s); a successor checks the request's in full", e)
+        return 0
+    return len(blob)
 
 
 def hand_over(

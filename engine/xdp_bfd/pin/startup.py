@@ -173,7 +173,14 @@ def start_fast_path(
             # takes longer than handover.EXIT_WAIT_MS (it is written by then).
             preload = handover.Preload(fp) if plan.kind == "takeover" else None
             sent = functools.partial(notifier.request_sent, plan.pid)
-            gone = handover.request(plan.pid, pin.root, build, meanwhile=preload, on_request=sent)
+            gone = handover.request(
+                plan.pid,
+                pin.root,
+                build,
+                meanwhile=preload,
+                on_request=sent,
+                prepared=preload.rehearse if preload is not None else None,
+            )
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
             passed = session_sockets.collect(socket_inbox, plan.pid)
             packets = packet_sockets.collect(packet_inbox, plan.pid)

@@ -246,6 +246,11 @@ def encode(host: Host, nslots: int) -> bytes:
     )
     _kept.clear()  # sessions gone since are forgotten
     _kept.update(kept)
+    return _framed(records, nslots)
+
+
+def _framed(records: bytes, nslots: int) -> bytes:
+    """The whole state around the joined records (ValueError beyond MAX_BLOB)."""
     head = json.dumps([fingerprint(), os.getpid(), nslots], separators=(",", ":")).encode()
     text = head[:-1] + b",[" + records + b"]]"
     blob = _HEADER.pack(MAGIC, FORMAT_VERSION, len(text)) + text
@@ -264,6 +269,18 @@ def rehearse(host: Host, per_step: int) -> Generator[None, None, None]:
             _record_text(discr, entry, dp.get(discr), kept)
         yield
     _kept.update(kept)
+
+
+def rehearsed(host: Host, nslots: int) -> bytes:
+    """The state as the warm-up left it encoded, for a successor to decode before its request.
+
+    Each session's kept record joined as it is, without the comparison
+    :func:`encode` makes (the request's encoding makes it); a session the
+    warm-up did not reach is left out. Only a decoding aid: the successor
+    restores what the request's state says (:func:`parse`'s ``known``).
+    """
+    texts = [hit.text for discr in host.sessions if (hit := _kept.get(discr)) is not None]
+    return _framed(b",".join(texts), nslots)
 
 
 # --- decoding (the successor) ---------------------------------------------------------
@@ -731,12 +748,38 @@ def _whole(sessions: list[Record], nslots: int) -> None:
         slots.add(slot)
 
 
-def parse(blob: bytes, *, max_sessions: int = MAX_SESSIONS, look: Callable[[], None] | None = None) -> Handed:
+# A session's record as JSON gave it, and the Record it was checked into (an earlier decoding's).
+Known = Sequence[tuple[Any, Record]]
+_afresh = [0]  # records the last parse() checked afresh (the rest were known)
+
+
+def decoded_afresh() -> int:
+    """How many records the last :func:`parse` checked afresh, the others being known equal."""
+    return _afresh[0]
+
+
+def parse(
+    blob: bytes,
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    look: Callable[[], None] | None = None,
+    known: Known | None = None,
+    keep: list[tuple[Any, Record]] | None = None,
+) -> Handed:
     """The state in ``blob``; :class:`Refused` (why) for anything but a whole, current, valid one.
 
     ``look`` is called now and then (after the JSON, every :data:`LOOK_EVERY`
     sessions): a successor decoding while the old engine exits notes there
     when it is gone (handover.request).
+
+    ``known``: the records of an earlier decoding (the old engine's warm-up
+    state, decoded before the request), by position. A record whose value, as
+    JSON gives it, equals the known one at its position is that Record, not
+    checked again: the checks are a function of the value. (Python's equality
+    takes 1 for true: such a record is restored as the checked one, a state
+    whoever could write the map could have written as it is.) The checks of
+    the whole (slots, discriminators, keys) are made every time. ``keep``
+    receives each session's (value, Record), for a later decoding's ``known``.
     """
     if len(blob) > MAX_BLOB:
         raise Refused(f"{len(blob)} bytes, more than the {MAX_BLOB} a state may have")
@@ -770,16 +813,31 @@ def parse(blob: bytes, *, max_sessions: int = MAX_SESSIONS, look: Callable[[], N
         raise Refused(f"nslots: expected 0..{max_sessions}, got {_show(nslots)}")
     if type(sessions) is not list or len(sessions) > max_sessions:
         raise Refused(f"sessions: expected a list of at most {max_sessions}")
+    _afresh[0] = 0
+    one = _session if not known else functools.partial(_known_or_checked, known)
     if look is None:
-        records = [_session(v, i) for i, v in enumerate(sessions)]
+        records = [one(v, i) for i, v in enumerate(sessions)]
     else:
         look()
         records = []
         for i0 in range(0, len(sessions), LOOK_EVERY):
-            records += [_session(v, i) for i, v in enumerate(sessions[i0 : i0 + LOOK_EVERY], i0)]
+            records += [one(v, i) for i, v in enumerate(sessions[i0 : i0 + LOOK_EVERY], i0)]
             look()
+    if not known:
+        _afresh[0] = len(records)
     _whole(records, nslots)
+    if keep is not None:
+        keep.extend(zip(sessions, records, strict=True))
     return Handed(pid, nslots, records)
+
+
+def _known_or_checked(known: Known, v: Any, i: int) -> Record:
+    if i < len(known):
+        value, record = known[i]
+        if value == v:
+            return record
+    _afresh[0] += 1
+    return _session(v, i)
 
 
 def _no_constant(name: str) -> Any:
@@ -787,11 +845,15 @@ def _no_constant(name: str) -> Any:
 
 
 def decode(
-    blob: bytes, *, max_sessions: int = MAX_SESSIONS, look: Callable[[], None] | None = None
+    blob: bytes,
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    look: Callable[[], None] | None = None,
+    known: Known | None = None,
 ) -> Handed | None:
     """The state, or None (and why, one line) when this build cannot use it: never anything else."""
     try:
-        return parse(blob, max_sessions=max_sessions, look=look)
+        return parse(blob, max_sessions=max_sessions, look=look, known=known)
     except Refused as e:
         log.warning("pin: the handed-over state is refused: %s; starting fresh", e)
         return None

@@ -222,6 +222,32 @@ def test_a_turn_of_background_runs_steps_until_its_budget_is_used(monkeypatch) -
     assert 0 <= job["step_cpu_max_us"] < 300 and 0 <= job["cpu_us"] < 3000
 
 
+def test_a_step_that_ends_the_turn_is_its_last(monkeypatch) -> None:
+    """end_turn() from a step: the turn stops after it though budget is left; the next turn goes on."""
+    clock = _Clock()
+    monkeypatch.setattr("xdp_bfd.core.reactor.now_us", clock)
+    r = Reactor()
+    done: list[int] = []
+
+    def job():
+        for i in range(6):
+            clock.t += 100
+            done.append(i)
+            if i == 1:
+                r.end_turn()
+            yield
+
+    queued = [job]
+    r.next_background = lambda: queued.pop(0)() if queued else None
+    r.turn_us = 10_000  # room for every step in one turn
+    r.start_background()
+    r.run_background()
+    assert done == [0, 1]
+    r.run_background()
+    assert done == list(range(6))  # ended once: the flag does not outlive its turn
+    r.close()
+
+
 def test_a_timer_falling_due_ends_the_turn_early(monkeypatch) -> None:
     r, clock, done = _reactor_with_a_job(monkeypatch, 10_000)
     r.call_at(clock.t + 500, lambda _now: None)

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.fakehost import FakeHost
 from xdp_bfd.fastpath import abi
 from xdp_bfd.fastpath.errors import KernelError
 from xdp_bfd.fastpath.pinned import Pinned
-from xdp_bfd.pin import directory, handover
+from xdp_bfd.pin import directory, handover, state
 
 
 def test_departure_says_whether_the_old_engine_prepared():
@@ -262,15 +263,68 @@ def test_an_engine_that_neither_hands_over_nor_exits_times_out(monkeypatch) -> N
 def test_load_takes_the_preloaded_state_and_reads_only_without_one(monkeypatch) -> None:
     reads: list[SimpleNamespace] = []
 
-    def read_state(_fp, _look=None):
-        reads.append(SimpleNamespace(sessions=[1, 2]))
+    def read_state(_fp, _look=None, known=None):
+        reads.append(SimpleNamespace(sessions=[1, 2], known=known))
         return reads[-1]
 
     monkeypatch.setattr(handover, "read_state", read_state)
     fp = object()
     preload = handover.Preload(fp)  # type: ignore[arg-type]
+    preload.known = [("value", "record")]  # as rehearse() leaves it
     first = handover.load(fp, preload)  # type: ignore[arg-type]
     assert first is reads[0]  # it never ran: read now
     preload()
+    assert [r.known for r in reads] == [preload.known] * 2  # both readings spared what the warm-up checked
     assert handover.load(fp, preload) is reads[1] and len(reads) == 2  # type: ignore[arg-type]
     assert handover.load(fp, preload) is reads[1] and len(reads) == 2  # type: ignore[arg-type]
+
+
+# --- the warm-up: its stamp opens a turn of its own ------------------------------------
+
+
+class _SteppingHost(FakeHost):
+    """Runs a stats waiter a step at a time, noting after each step how many turns had ended."""
+
+    def want_stats(self, waiter) -> None:
+        self.after_step: list[int] = []
+        for _ in waiter(self.stats()) or ():
+            self.after_step.append(self.turns_ended)
+
+
+def test_the_warm_up_stamps_in_a_turn_after_its_encoding():
+    """Under a reservation the request follows the stamp at once: the stamp must not share the encoding's
+    last turn (whose runtime may be spent), so a turn ends between them."""
+    stamps: list[int] = []
+    turns_at_stamp: list[int] = []
+    host = _SteppingHost()
+
+    written: list[bytes] = []
+    lengths: list[int] = []
+
+    def set_owner(pid: int, state: int, blob_len: int, done_ns: int) -> None:
+        stamps.append(done_ns)
+        lengths.append(blob_len)
+        turns_at_stamp.append(host.turns_ended)
+
+    pinned = SimpleNamespace(set_owner=set_owner, write_blob=written.append)
+    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=4))
+    handover.warm_up(host, SimpleNamespace(fp=fp))
+    assert len(stamps) == 1
+    # The step before the stamp ended the turn, and nothing after the stamp did.
+    assert host.after_step and host.after_step[-1] == 1
+    assert turns_at_stamp == [1]
+    # The warm-up's state was written before the stamp, which gives its length.
+    [blob] = written
+    assert lengths == [len(blob)] and state.parse(blob).nslots == 4
+
+
+def test_a_warm_up_state_that_cannot_be_written_is_stamped_without_one():
+    lengths: list[int] = []
+
+    def refuse(blob: bytes) -> None:
+        raise KernelError("does not fit")
+
+    pinned = SimpleNamespace(set_owner=lambda pid, st, n, done_ns: lengths.append(n), write_blob=refuse)
+    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=4))
+    handover.warm_up(FakeHost(), SimpleNamespace(fp=fp))
+    assert lengths == [0]

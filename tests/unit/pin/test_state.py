@@ -537,3 +537,55 @@ def test_what_the_encoder_compares_is_immutable() -> None:
         assert not bad, bad
         entry_values = state._entry_values(host.sessions[s.local_discr])
         assert all(_immutable(v) for v in entry_values)
+
+
+# --- the warm-up's state, decoded before the request ------------------------------------
+
+
+def _rehearsed(host: Any, nslots: int) -> bytes:
+    for _ in state.rehearse(host, 2):
+        pass
+    return state.rehearsed(host, nslots)
+
+
+def test_the_warm_ups_state_is_what_the_request_would_encode_unchanged() -> None:
+    _sessions, host = _three()
+    assert _rehearsed(host, 16) == _whole_dump(host, 16) == state.encode(host, 16)
+
+
+@pytest.mark.parametrize("which", range(6))
+def test_a_known_record_is_taken_and_a_changed_one_checked_again(which: int) -> None:
+    sessions, host = _three()
+    keep: list[Any] = []
+    state.parse(_rehearsed(host, 16), keep=keep)
+    what, change = _changes(host, sessions[1])[which]
+    change()
+    blob = state.encode(host, 16)
+    got = state.parse(blob, known=keep)
+    assert state.decoded_afresh() == 1, what
+    assert got == state.parse(blob), what  # the same state as a decoding from nothing
+    assert [r is k[1] for r, k in zip(got.sessions, keep, strict=True)] == [True, False, True, True]
+
+
+def test_a_changed_record_is_refused_as_any_would_be() -> None:
+    """Only a record equal to a known one is spared the checks: a bad value at a known position is refused."""
+    _sessions, host = _three()
+    keep: list[Any] = []
+    state.parse(_rehearsed(host, 16), keep=keep)
+    doc = _doc(state.encode(host, 16))
+    doc[3][2][3] = 70_000  # the third session's source port: not a port
+    with pytest.raises(state.Refused, match="session 2"):
+        state.parse(_blob(doc), known=keep)
+
+
+def test_the_whole_is_checked_even_when_every_record_is_known() -> None:
+    _sessions, host = _three()
+    keep: list[Any] = []
+    blob = _rehearsed(host, 16)
+    state.parse(blob, keep=keep)
+    doc = _doc(blob)
+    doc[2] = 1  # nslots: fewer than the slots the known sessions hold
+    with pytest.raises(state.Refused):
+        state.parse(_blob(doc), known=keep)
+    assert state.parse(blob, known=keep).sessions == [k[1] for k in keep]
+    assert state.decoded_afresh() == 0
