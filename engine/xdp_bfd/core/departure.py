@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 import os
 import resource
 import signal
 from typing import NoReturn
-
-log = logging.getLogger("xdp_bfd")
 
 CLONE_VM = 0x100
 # Past a successor's restore of a large table, so that the teardown's CPU
