@@ -46,8 +46,8 @@ KINDS = (
     "fastpath-exits",
     "fastpath-departs",
 )
-# The kinds that leave by the engine's own exit at SIGUSR1, and the child's linger each gives.
-LEAVING = {"fastpath-exits": 0, "fastpath-departs": None}
+# The kinds that leave by the engine's own exit at SIGUSR1 (fastpath-exits without the child).
+LEAVING = ("fastpath-exits", "fastpath-departs")
 SETTLE_S = 0.3  # after the child says it is ready, before the kill: let its start-up work end
 
 
@@ -69,8 +69,7 @@ def _become(kind: str) -> object:
         if kind in LEAVING:
             from xdp_bfd.core import departure  # noqa: PLC0415
 
-            linger = LEAVING[kind]
-            linger_s = departure.LINGER_S if linger is None else linger
+            linger_s = 0 if kind == "fastpath-exits" else departure.LINGER_S
             signal.signal(signal.SIGUSR1, lambda *_: departure.exit_now(0, linger_s))
         return fp
     return None

@@ -197,7 +197,6 @@ class Reactor:
             now = now_us()
             due = self.next_due()
             if self._turn_ended or now - start >= self.turn_us or (due is not None and due <= now):
-                self._turn_ended = False
                 return
 
     def end_turn(self) -> None:

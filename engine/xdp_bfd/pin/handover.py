@@ -289,38 +289,32 @@ class Preload:
             )
 
     def __call__(self, look: Callable[[], None] | None = None) -> None:
+        self.read(look, " while the old engine exits")
+
+    def read(self, look: Callable[[], None] | None = None, when: str = "") -> None:
+        """The handed-over state, checked where it differs from the warm-up's; timed in the log."""
         t0 = time.monotonic_ns()
         self.handed, self.done = read_state(self.fp, look, self.known), True
         if self.handed is not None:
+            again = ""
+            if self.known is not None:
+                again = f" ({state.decoded_afresh()} checked again since the warm-up's)"
             log.info(
-                "pin: read the state of %d sessions in %.1f ms while the old engine exits%s",
+                "pin: read the state of %d sessions in %.1f ms%s%s",
                 len(self.handed.sessions),
                 (time.monotonic_ns() - t0) / 1e6,
-                _afresh_text(self.known),
+                when,
+                again,
             )
-
-
-def _afresh_text(known: state.Known | None) -> str:
-    if known is None:
-        return ""
-    return f" ({state.decoded_afresh()} checked again since the warm-up's)"
 
 
 def load(fp: FastPath, preload: Preload | None = None) -> state.Handed | None:
     """Once the old engine is gone: the state it handed over, or None (and why, logged)."""
-    if preload is not None and preload.done:
-        return preload.handed
-    known = preload.known if preload is not None else None
-    t0 = time.monotonic_ns()
-    handed = read_state(fp, known=known)
-    if handed is not None and preload is not None:
-        log.info(
-            "pin: read the state of %d sessions in %.1f ms%s",
-            len(handed.sessions),
-            (time.monotonic_ns() - t0) / 1e6,
-            _afresh_text(known),
-        )
-    return handed
+    if preload is None:
+        return read_state(fp)
+    if not preload.done:
+        preload.read()
+    return preload.handed
 
 
 # --- the running engine -----------------------------------------------------------------

@@ -813,7 +813,6 @@ def parse(
         raise Refused(f"nslots: expected 0..{max_sessions}, got {_show(nslots)}")
     if type(sessions) is not list or len(sessions) > max_sessions:
         raise Refused(f"sessions: expected a list of at most {max_sessions}")
-    _afresh[0] = 0
     one = _session if not known else functools.partial(_known_or_checked, known)
     if look is None:
         records = [one(v, i) for i, v in enumerate(sessions)]
@@ -823,8 +822,8 @@ def parse(
         for i0 in range(0, len(sessions), LOOK_EVERY):
             records += [one(v, i) for i, v in enumerate(sessions[i0 : i0 + LOOK_EVERY], i0)]
             look()
-    if not known:
-        _afresh[0] = len(records)
+    reused = {id(r) for _, r in known or ()}
+    _afresh[0] = sum(1 for r in records if id(r) not in reused)
     _whole(records, nslots)
     if keep is not None:
         keep.extend(zip(sessions, records, strict=True))
@@ -836,7 +835,6 @@ def _known_or_checked(known: Known, v: Any, i: int) -> Record:
         value, record = known[i]
         if value == v:
             return record
-    _afresh[0] += 1
     return _session(v, i)
 
 
