@@ -662,6 +662,7 @@ def _silence_samples(
         time.sleep(0.25)
     stuck = [s for s in st.get("sessions", []) if s["state"] == "up"]
     downs1 = kernel_downs(st)
+    queued1 = kernel_downs(st, "down_queued")
     # The kernel's own measure of each detection: silence (µs) when the sweep reported it.
     det = sorted(
         s["last_detection_us"]
@@ -687,12 +688,16 @@ def _silence_samples(
         # How many of the Downs the tick program sent (docs/fastpath.md, "Many expiries at once");
         # None where the engine's loop has no such counter (an older build, --kernel-clock off).
         "kernel_sent_downs": None if downs0 is None or downs1 is None else downs1 - downs0,
+        # Of those, how many the sweep queued for the courier, which sends them without the engine
+        # (since session 32; None before): counted since the rung's engine started, so a bring-up
+        # flap's Down is in it too.
+        "kernel_queued_downs": queued1,
     }
 
 
-def kernel_downs(stats: dict[str, Any]) -> int | None:
-    """The tick program's count of Downs it sent, from a stats document."""
-    return ((stats.get("kernel_clock") or {}).get("counters") or {}).get("down_sent")
+def kernel_downs(stats: dict[str, Any], name: str = "down_sent") -> int | None:
+    """The tick program's count of Downs it sent (or ``name``'s), from a stats document."""
+    return ((stats.get("kernel_clock") or {}).get("counters") or {}).get(name)
 
 
 def bfdd_conf(n: int, interval_ms: int) -> str:

@@ -278,7 +278,7 @@ struct bfd_state {
 	__u32 rx_ifindex;       /* where the peer's last valid packet came in: the clock sends out there */
 	__u8 rx_eth[12];        /* that packet's destination and source MACs (ours, the peer's or its router's) */
 	__u8 rx_local[16];      /* the address it was sent to (ours), v4-mapped for IPv4 */
-	__u8 pad2[4];
+	__u32 queued_epoch;     /* == cfg.epoch once the sweep has queued this silence's Down (tick.c's courier) */
 	/*
 	 * The last two distinct packets passed to the engine's socket, first 24
 	 * bytes, and when (BFD_PASS_HOLD_NS). Two: during our Poll a peer
@@ -361,6 +361,28 @@ struct bfd_down_frame {
 	struct bfd_down_entry e[BFD_DOWN_BATCH];
 } __attribute__((packed));
 
+/*
+ * The courier (tick.c): a frame of its own in the loop, at slot
+ * BFD_COURIER_SLOT of tick_cfg and tick_state, that sends the Downs the sweep
+ * queued (down_queue) without the engine: a walk that finds a peer silent
+ * pushes the slot when the session's Down is ready in down_pkt for this watch
+ * (its epoch) and the courier came round lately. Its next-but-one round is
+ * aimed at the earliest expiry the sweep's last walk foresaw, no sooner than
+ * BFD_COURIER_SHORT_NS after the next and no later than its class's period; a
+ * round that leaves Downs queued comes back unshaped at once.
+ */
+#define BFD_COURIER_MAGIC 0x7bfd71e0
+#define BFD_COURIER_SLOT BFD_MAX_SESSIONS   /* tick_cfg / tick_state have one entry more than slots */
+#define BFD_COURIER_SHORT_NS 250000         /* one hrtimer gap of the sweep's clock with 2 CPUs */
+
+/* A session's Down, ready for the courier. Written by userspace when the kernel starts watching. */
+struct bfd_down_pkt {
+	__u32 epoch;            /* cfg.epoch of the watch it is for: another watch's Down is stale */
+	__u8 pkt_len;           /* 0: none (keyed authentication: no Down ahead) */
+	__u8 pad[3];
+	__u8 pkt[BFD_PKT_MAX];
+};
+
 /* What the engine decides for a session's clock. Written by userspace only. */
 struct bfd_tick_cfg {
 	__u32 flags;
@@ -402,7 +424,10 @@ struct bfd_tick_state {
 	X(DOWN_SENT, down_sent)           \
 	X(DOWN_NO_PATH, down_no_path)     \
 	X(DOWN_STALE, down_stale)         \
-	X(DOWN_ERROR, down_error)
+	X(DOWN_ERROR, down_error)         \
+	X(DOWN_QUEUED, down_queued)       \
+	X(COURIER, courier)               \
+	X(COURIER_STALE, courier_stale)
 
 #define BFD_X_ENUM(idx, name) BFD_TC_##idx,
 enum bfd_tick_counter { BFD_TICK_COUNTERS(BFD_X_ENUM) BFD_TC_MAX };
@@ -456,7 +481,8 @@ struct bfd_event {
 	__u64 last_rx_ns;
 	__u32 ifindex;
 	__u8 ttl;
-	__u8 pad[3];
+	__u8 queued;            /* BFD_EV_EXPIRED: the kernel's courier sends this session's Down (tick.c) */
+	__u8 pad[2];
 	__u8 pkt[BFD_CONTROL_LEN];
 };
 

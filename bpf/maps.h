@@ -40,8 +40,16 @@ BFD_TABLE_MAPPED("array", __u32, struct bfd_state, slot_state, BFD_MAX_SESSIONS)
 BFD_TABLE("array", __u32, struct bfd_echo_rtt, echo_rtt, BFD_MAX_SESSIONS);
 BFD_TABLE("array", __u32, struct bfd_gate, gate, 1);
 BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
-BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS);
-BFD_TABLE_MAPPED("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS);
+/* One entry more than slots: the courier's (BFD_COURIER_SLOT). */
+BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS + 1);
+BFD_TABLE_MAPPED("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS + 1);
+BFD_TABLE("array", __u32, struct bfd_down_pkt, down_pkt, BFD_MAX_SESSIONS);
+/*
+ * Slots whose Down the courier sends. Not pinned (bcc pins no queue): Downs
+ * queued in the instant a successor swaps its programs in are the engine's to
+ * send (docs/fastpath.md).
+ */
+BPF_QUEUE(down_queue, __u32, BFD_MAX_SESSIONS);
 BFD_TABLE("percpu_array", __u32, __u64, tick_counters, BFD_TC_MAX);
 /* Where the tick program reads a frame of Downs to (it rebuilds the frame for each Down): never pinned. */
 BPF_F_TABLE("percpu_array", __u32, struct bfd_down_frame, down_scratch, 1, 0);

@@ -21,23 +21,17 @@
  *      §6.8.7 jitter) counted from the last packet sent, and redirects it
  *      into the shaped end again.
  *
- * A frame of Downs (struct bfd_down_frame) is the other thing that comes
+ * A frame of Downs (struct bfd_down_frame) is another thing that comes
  * round: the engine sends one in, unclassified, when the sweep reported many
  * peers silent, and each of its entries leaves as a Down built like the
- * clock's packets (tick_downs), instead of a send system call each.
+ * clock's packets (tick_downs), instead of a send system call each. The
+ * courier (tick_courier) is the last: it sends the Downs the sweep queued
+ * itself, so they need no engine at all.
  *
  * Compiled after xdp_bfd.c and sweep.c as one text: it shares their maps and
  * helpers (fold, same16).
  */
 #include <uapi/linux/pkt_cls.h>
-
-static __always_inline void tick_count(__u32 idx)
-{
-	__u64 *c = tick_counters.lookup(&idx);
-
-	if (c)
-		*c += 1;
-}
 
 /*
  * The packets the clock builds, Ethernet to the end of the longest BFD packet,
@@ -156,10 +150,33 @@ static __always_inline int tick_send(struct __sk_buff *skb, const __u8 *pkt, __u
 }
 
 /*
- * A frame of Downs (struct bfd_down_frame): each entry's Down leaves the way a
- * tick's packet does, built from the session's maps at this moment (addresses
- * and MACs from the peer's last packet). The entries are read out first: the
- * frame itself is rebuilt into each Down in turn.
+ * One session's Down, built like a tick's packet from the session's maps at
+ * this moment (addresses and MACs from the peer's last packet); counted by
+ * outcome. ``epoch``: the watch the Down is for (the courier's), or NULL (a
+ * frame's, sent by the engine as it heard of the expiry).
+ */
+static __always_inline void send_down(struct __sk_buff *skb, __u32 slot, const __u8 *pkt, __u32 len,
+				      const __u32 *epoch)
+{
+	struct bfd_cfg *c = slot_cfg.lookup(&slot);
+	struct bfd_state *st = slot_state.lookup(&slot);
+
+	if (!c || !st || !(c->flags & BFD_CFG_ACTIVE) || (epoch && *epoch != c->epoch)) {
+		tick_count(BFD_TC_DOWN_STALE);  /* the session left, or was watched anew, meanwhile */
+	} else if (!st->rx_ifindex) {
+		tick_count(BFD_TC_DOWN_NO_PATH);
+	} else if (tick_send(skb, pkt, len, c, st)) {
+		tick_count(BFD_TC_DOWN_ERROR);
+	} else {
+		__sync_fetch_and_add(&st->ktx_packets, 1);
+		__sync_fetch_and_add(&st->ktx_bytes, len);
+		tick_count(BFD_TC_DOWN_SENT);
+	}
+}
+
+/*
+ * A frame of Downs (struct bfd_down_frame). The entries are read out first:
+ * the frame itself is rebuilt into each Down in turn.
  */
 static __always_inline int tick_downs(struct __sk_buff *skb)
 {
@@ -174,23 +191,74 @@ static __always_inline int tick_downs(struct __sk_buff *skb)
 
 	for (__u32 i = 0; i < BFD_DOWN_BATCH && i < n; i++) {
 		struct bfd_down_entry *e = &f->e[i];
-		__u32 slot = e->slot;
-		struct bfd_cfg *c = slot_cfg.lookup(&slot);
-		struct bfd_state *st = slot_state.lookup(&slot);
 
-		if (!c || !st || !(c->flags & BFD_CFG_ACTIVE)) {
-			tick_count(BFD_TC_DOWN_STALE);  /* the session left meanwhile */
-		} else if (!st->rx_ifindex) {
-			tick_count(BFD_TC_DOWN_NO_PATH);
-		} else if (tick_send(skb, e->pkt, e->pkt_len, c, st)) {
-			tick_count(BFD_TC_DOWN_ERROR);
-		} else {
-			__sync_fetch_and_add(&st->ktx_packets, 1);
-			__sync_fetch_and_add(&st->ktx_bytes, e->pkt_len);
-			tick_count(BFD_TC_DOWN_SENT);
-		}
+		send_down(skb, e->slot, e->pkt, e->pkt_len, NULL);
 	}
 	return TC_ACT_SHOT;
+}
+
+/*
+ * The courier (bfd_abi.h): sends what the sweep queued, BFD_DOWN_BATCH a
+ * round; a round that leaves Downs queued sends itself round again unshaped
+ * (htb's direct queue), so a whole table's Downs do not wait for periods.
+ * Otherwise its next round is aimed at the earliest expiry the sweep's last
+ * walk foresaw (never sooner than BFD_COURIER_SHORT_NS, never later than its
+ * class's period), so it comes round often only where a Down can be due.
+ */
+static __always_inline int tick_courier(struct __sk_buff *skb, struct bfd_tick_hdr *th)
+{
+	__u32 k = BFD_COURIER_SLOT, zero = 0;
+	struct bfd_tick_cfg *tc = tick_cfg.lookup(&k);
+	struct bfd_tick_state *ts = tick_state.lookup(&k);
+
+	if (!tc || !ts || !(tc->flags & BFD_TICK_RUN) || tc->gen != th->gen || !tc->period_ns) {
+		tick_count(BFD_TC_COURIER_STALE);
+		return TC_ACT_SHOT;  /* stopped or restarted */
+	}
+	/* The time to the next release, fixed one round ago (read before the frame is rebuilt). */
+	__u64 ahead = (__u64)skb->len * tc->period_ns / BFD_TICK_LEN_FULL;
+	__u64 now = bpf_ktime_get_ns();
+	ts->last_tick_ns = now;
+	ts->gen_seen = th->gen;
+	ts->ticks++;
+	tick_count(BFD_TC_COURIER);
+
+	for (__u32 i = 0; i < BFD_DOWN_BATCH; i++) {
+		__u32 slot;
+
+		if (down_queue.pop(&slot))
+			break;
+		struct bfd_down_pkt *d = down_pkt.lookup(&slot);
+		if (!d) {
+			tick_count(BFD_TC_DOWN_STALE);
+			continue;
+		}
+		send_down(skb, slot, d->pkt, d->pkt_len, &d->epoch);
+		ts->sent++;
+	}
+	__u32 next;
+	int more = down_queue.peek(&next) == 0;
+	__u32 len = tc->len_max;
+	struct sweep_clock *clk = sweep_clock.lookup(&zero);
+	__u64 at = now + ahead;  /* the next release; what this round decides is the one after */
+
+	if (more || !clk) {
+		len = tc->len_min;
+	} else if (clk->expiry_ns < at + tc->period_ns) {
+		__u64 wait = clk->expiry_ns > at ? clk->expiry_ns - at : 0;
+
+		len = wait * BFD_TICK_LEN_FULL / tc->period_ns;
+		if (len < tc->len_min)
+			len = tc->len_min;
+	}
+	if (len < BFD_TICK_LEN_MIN)
+		len = BFD_TICK_LEN_MIN;
+	if (bpf_skb_change_tail(skb, len, 0) || bpf_skb_store_bytes(skb, 0, th, sizeof(*th), 0)) {
+		tick_count(BFD_TC_TICK_ERROR);
+		return TC_ACT_SHOT;  /* lost: the sweep reports it, the engine sends another */
+	}
+	skb->priority = more ? 0 : tc->classid;
+	return bpf_redirect(tc->loop_ifindex, 0);
 }
 
 int bfd_tick(struct __sk_buff *skb)
@@ -203,6 +271,8 @@ int bfd_tick(struct __sk_buff *skb)
 	}
 	if (th.magic == BFD_DOWN_MAGIC)
 		return tick_downs(skb);
+	if (th.magic == BFD_COURIER_MAGIC)
+		return tick_courier(skb, &th);
 	if (th.magic != BFD_TICK_MAGIC) {
 		tick_count(BFD_TC_TICK_FOREIGN);
 		return TC_ACT_SHOT;  /* nothing else belongs on the loop */

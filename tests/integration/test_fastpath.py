@@ -409,6 +409,7 @@ def test_detection_runs_while_the_engine_is_stopped(fast_pair, timing):
 
 
 def _detect_while_stopped(fp: FastPair, w) -> None:
+    queued0 = fp.engine.stats()["kernel_clock"]["counters"]["down_queued"]
     fp.engine.signal(signal.SIGSTOP)
     try:
         mark = fp.cap.snapshot()[-1].ts
@@ -420,12 +421,25 @@ def _detect_while_stopped(fp: FastPair, w) -> None:
             timeout=5,
             what="300 ms of silence with the engine stopped",
         )
+        resumed = time.time()
     finally:
         fp.engine.signal(signal.SIGCONT)
     wait_until(lambda: fp.engine.session(fp.peer)["state"] == "down", timeout=5, what="engine down")
-    last = max(p.ts for p in fp.theirs(fp.cap.snapshot()))
-    w.focus(last, last + 0.037)
+    pkts = fp.cap.snapshot()
+    last = max(p.ts for p in fp.theirs(pkts))
+    # The Down left from the kernel's courier while nobody was in userspace (bpf/tick.c).
+    downs = [p for p in fp.ours(pkts) if p.ts > last and p.state == "down"]
+    assert downs, "no Down on the wire"
+    down = downs[0]
+    w.focus(last, max(last + 0.037, down.ts))
     s = fp.engine.session(fp.peer)
-    print(f"\nkernel detection while stopped: {s['last_detection_us'] / 1e3:.2f} ms of silence")
+    print(
+        f"\nkernel detection while stopped: {s['last_detection_us'] / 1e3:.2f} ms of silence,"
+        f" Down on the wire {(down.ts - last) * 1e3:.2f} ms after the peer's last packet"
+    )
     assert s["diag"] == "control_detection_time_expired"
     assert 30_000 < s["last_detection_us"] <= 37_000
+    assert down.ts < resumed and (down.diag, down.ttl, down.udp_csum_ok) == (1, 255, True)
+    assert fp.engine.stats()["kernel_clock"]["counters"]["down_queued"] == queued0 + 1
+    # The machine knew of the kernel's Down: no second one at once (the next is the slow rate's, >= 0.75 s).
+    assert not [p for p in downs[1:] if p.ts < down.ts + 0.5]

@@ -1,11 +1,14 @@
 """Many peers silent at once against a real FRR bfdd: every session's Down leaves from the kernel
-(the tick program, a frame of up to BFD_DOWN_BATCH of them), once, as its machine would send it.
-Wire truth from a capture on the peer's side; kernel truth from the tick program's counters.
+(queued by the sweep, sent by the tick program's courier up to BFD_DOWN_BATCH a round), once, as
+its machine would send it. Wire truth from a capture on the peer's side; kernel truth from the tick
+program's counters.
 """
 
 from __future__ import annotations
 
 import time
+
+import pytest
 
 from harness.capture import WirePacket
 from harness.frr import bfd_peer_block
@@ -15,9 +18,12 @@ from harness.wait import wait_until
 SESSIONS, INTERVAL_MS = 20, 50
 
 
-def test_a_mass_expiry_sends_every_down_from_the_kernel_once(
-    topo, frr_factory, engine_factory, capture_factory, tmp_path
+@pytest.mark.parametrize("courier", [True, False], ids=["courier", "frames"])
+def test_a_mass_expiry_sends_every_down_from_the_kernel_once(  # noqa: PLR0917  (pytest fixtures)
+    topo, frr_factory, engine_factory, capture_factory, tmp_path, courier
 ):
+    """``frames``: without the courier (as when it is lost, or its queue full) the engine hands the
+    Downs to the tick program in frames as it hears of the expiries."""
     d, p = topo.namespace("d"), topo.namespace("p")
     _, b = topo.veth(d, "veth-d", p, "veth-p")
     # Distinct addresses at both ends: bfdd tells single-hop sessions apart by the peer's address.
@@ -44,7 +50,11 @@ def test_a_mass_expiry_sends_every_down_from_the_kernel_once(
     peers = [theirs for _, theirs in pairs]
     ours_of = {theirs: ours for ours, theirs in pairs}
     cap = capture_factory(p, "veth-p")
-    eng = engine_factory(d, ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--xdp-mode", "generic"])
+    eng = engine_factory(
+        d,
+        ["--sessions", str(sessions), "--kernel-tx", "veth-d", "--xdp-mode", "generic"],
+        prefix=[] if courier else ["env", "XDP_BFD_TEST_NO_COURIER=1"],
+    )
 
     def offloaded() -> dict | None:
         doc = eng.stats()
@@ -57,6 +67,8 @@ def test_a_mass_expiry_sends_every_down_from_the_kernel_once(
 
     before = wait_until(offloaded, timeout=60, interval=0.5, what=f"{SESSIONS} sessions Up, offloaded")
     sent0 = before["kernel_clock"]["counters"]["down_sent"]
+    queued0 = before["kernel_clock"]["counters"]["down_queued"]
+    assert before["kernel_clock"]["courier"]["running"] is courier
     user0 = {s["peer"]: s["user_tx_packets"] for s in before["sessions"]}
     mark = cap.snapshot()[-1].ts
     frr.kill("bfdd")
@@ -86,6 +98,8 @@ def test_a_mass_expiry_sends_every_down_from_the_kernel_once(
     packets = cap.stop()
 
     assert after["kernel_clock"]["counters"]["down_sent"] == sent0 + SESSIONS
+    # Each by way of the courier's queue, or (without it) each in a frame of the engine's.
+    assert after["kernel_clock"]["counters"]["down_queued"] == queued0 + (SESSIONS if courier else 0)
     assert after["kernel_clock"]["counters"]["down_error"] == 0
     assert set(first) == set(peers)
     user = {s["peer"]: s["user_tx_packets"] for s in after["sessions"]}

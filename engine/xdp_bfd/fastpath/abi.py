@@ -100,6 +100,8 @@ _SIZES = {
     "tick_len_full": "BFD_TICK_LEN_FULL",
     "down_magic": "BFD_DOWN_MAGIC",
     "down_batch": "BFD_DOWN_BATCH",
+    "courier_magic": "BFD_COURIER_MAGIC",
+    "courier_short_ns": "BFD_COURIER_SHORT_NS",
     "tick_len_min": "BFD_TICK_LEN_MIN",
     "tick_watch_chunk": "BFD_TICK_WATCH_CHUNK",
     "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
@@ -171,6 +173,8 @@ class Abi:
     tick_len_full: int
     down_magic: int  # a frame of Downs for the tick program (struct bfd_down_frame)
     down_batch: int  # its entries at most
+    courier_magic: int  # the courier's frame, which sends the Downs the sweep queued (tick.c)
+    courier_short_ns: int  # the courier's shortest round
     tick_len_min: int
     tick_watch_chunk: int
     tick_watch_copies: int

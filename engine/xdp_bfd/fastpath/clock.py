@@ -32,6 +32,7 @@ import collections
 import ctypes
 import logging
 import math
+import os
 import socket
 import struct
 import time
@@ -56,6 +57,10 @@ LOST_PERIODS, LOST_FLOOR_NS = 2, 5_000_000
 # session comes back to its own class, and a flap storm past the budget does not hand shares
 # round (each new holder a class change, two netlink round trips: docs/benchmarks.md).
 SHARE_HOLD_NS = 10_000_000_000
+# The courier's class: its longest round. Its rounds are aimed at the earliest expiry the sweep
+# foresaw (bpf/tick.c), so this bounds only how stale that aim may get; its shortest round is the
+# header's BFD_COURIER_SHORT_NS.
+COURIER_PERIOD_NS = 4_000_000
 
 
 def ticks_per_s(period_ns: int) -> float:
@@ -111,11 +116,43 @@ class Clock:
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
         self.ethertype, self.magic = abi.tick_ethertype, abi.tick_magic
         self.down_magic, self.down_batch = abi.down_magic, abi.down_batch
+        # The courier's frame has the entry after the last slot's (bfd_abi.h).
+        self.courier_slot, self.courier_magic = fp.max_sessions, abi.courier_magic
+        self.courier_lengths = (
+            max(self.len_min, math.ceil(self.len_full * abi.courier_short_ns / COURIER_PERIOD_NS)),
+            self.len_full,
+        )
         self._layout: DownLayout | None = None
         self.cfg = fp.tick_cfg
         self.state_reader = element_reader(fp.tick_state, "tick_state")
         self.ticks: dict[int, Tick] = {}
         fp.events.on(abi.Event.TICK_LOST, self.on_lost)
+        self._courier()
+
+    def _courier(self) -> None:
+        """Start the courier, which sends the Downs the sweep queues (bpf/tick.c), or adopt it running."""
+        if os.environ.get("XDP_BFD_TEST_NO_COURIER"):
+            # Tests of the engine's own Downs (frames, sends): what a loop without a courier does.
+            log.warning("kernel-tx: no courier (XDP_BFD_TEST_NO_COURIER): the engine sends every Down")
+            return
+        slot = self.courier_slot
+        c = self.cfg[self.cfg.Key(slot)]
+        if self.loop.adopted and c.flags & self.run_flag and int(c.period_ns) == COURIER_PERIOD_NS:
+            # A predecessor's, in flight with its class: it goes on as it is.
+            self.ticks[slot] = Tick(
+                gen=int(c.gen),
+                running=True,
+                period_ns=COURIER_PERIOD_NS,
+                lengths=self.courier_lengths,
+                armed_ns=int(c.armed_ns),
+                class_ns=COURIER_PERIOD_NS,
+            )
+            return
+        t = Tick(gen=int(c.gen), running=True, period_ns=COURIER_PERIOD_NS, lengths=self.courier_lengths)
+        self.loop.set_class(slot, COURIER_PERIOD_NS, self.len_full, fresh=True)
+        t.class_ns = COURIER_PERIOD_NS
+        self.ticks[slot] = t
+        self._start(slot, t)
 
     # -- who is clocked ---------------------------------------------------------------
 
@@ -266,7 +303,8 @@ class Clock:
         t.gen = (t.gen + 1) & 0xFFFFFFFF
         t.armed_ns = time.monotonic_ns()
         self._write(slot, t)
-        self.loop.inject(slot, t.gen, self.len_min, self.ethertype, self.magic)
+        magic = self.courier_magic if slot == self.courier_slot else self.magic
+        self.loop.inject(slot, t.gen, self.len_min, self.ethertype, magic)
 
     def _write(self, slot: int, t: Tick) -> None:
         leaf = self.cfg.Leaf()
@@ -366,9 +404,12 @@ class Clock:
         out["last_tick_age_us"] = (now_ns - st.last_tick_ns) // 1000 if st.last_tick_ns else None
 
     def document(self, doc: dict[str, Any]) -> None:
+        courier = self.ticks.get(self.courier_slot, Tick())
         doc["kernel_clock"] = {
             "loop": LOOP_A,
-            "clocked_sessions": sum(1 for t in self.ticks.values() if t.running),
+            "clocked_sessions": sum(1 for s, t in self.ticks.items() if t.running and s != self.courier_slot),
+            # The frame that sends the Downs the sweep queues: running, and sent in again after a loss.
+            "courier": {"running": courier.running, "restarts": courier.restarts},
             # Stopped when their session left Up, still holding their share (SHARE_HOLD_NS).
             "held_shares": sum(1 for t in self.ticks.values() if t.held_ns and not t.running),
             "budget_per_s": self.budget,

@@ -77,6 +77,8 @@ class Offload:
         # it returns the slots it could not take.
         self.kernel_downs: Callable[[Sequence[tuple[int, bytes]]], list[int]] | None = None
         self.down_batch = fp.abi.down_batch
+        # slot -> (watch, configuration) whose Down the courier holds (down_pkt): written once per both.
+        self.down_for: dict[int, tuple[int, Any]] = {}
         fp.events.ahead(self.event.EXPIRED, self.send_downs)
         fp.events.next(self.event.EXPIRED, self.announce_expiry)
         fp.events.on(self.event.EXPIRED, self.on_event)
@@ -145,6 +147,8 @@ class Offload:
         s = entry.session
         self.by_slot[entry.slot] = s.local_discr
         self.slots.install(entry.slot, **self._index(entry))
+        if entry.detect_armed:
+            self.down_for[entry.slot] = (entry.epoch, s.config)  # the predecessor wrote it
         st = self.slots.read_state(entry.slot)
         if entry.detect_armed and st.expired_epoch == entry.epoch:
             # The sweep reported this silence while no engine was reading its ring.
@@ -157,6 +161,7 @@ class Offload:
         self.slots.uninstall(entry.slot, **self._index(entry))
         self.by_slot.pop(entry.slot, None)
         self.ahead.pop(entry.slot, None)
+        self.down_for.pop(entry.slot, None)
         entry.slot = None
 
     def _ktx_eligible(self, entry: Entry) -> bool:
@@ -203,8 +208,13 @@ class Offload:
         detect = s.detection_external and s.state in (State.INIT, State.UP)
         if detect and not entry.detect_armed:
             entry.epoch += 1  # a new watch: an old expiry report must not count
-            # Built now (once per configuration, kept by the machine), not in a mass expiry's run.
-            s.expiry_datagram()
+        if detect:
+            known = self.down_for.get(entry.slot)
+            if known is None or known[0] != entry.epoch or known[1] is not cfg:
+                # Built now (once per configuration, kept by the machine), not in a mass expiry's
+                # run, and handed to the kernel's courier before the kernel watches with it.
+                self.slots.write_down(entry.slot, entry.epoch, s.expiry_datagram())
+                self.down_for[entry.slot] = (entry.epoch, cfg)
         entry.detect_armed = detect
         ktx = self._ktx_eligible(entry)
         f = self.cfg_flag
@@ -296,6 +306,10 @@ class Offload:
             if entry is None or ev.slot in self.ahead:
                 continue  # two CPUs may both report one silence: one Down
             down = entry.session.expiry_datagram()
+            if ev.queued:
+                # The sweep handed it to the kernel's courier, which sends it without us.
+                self.ahead[ev.slot] = down
+                continue
             # The kernel builds the packet from what XDP recorded of the peer's last packet, which
             # an expiry report implies (XDP stamps the arrival and the path together).
             if down is not None and kernel is not None:

@@ -41,6 +41,7 @@ class Slots:
         self.by_discr = bpf["by_discr"]
         self.discr_slot = bpf["discr_slot"]
         self.echo_peers = bpf["echo_peers"]
+        self.down_pkt = bpf["down_pkt"]
         self.gate = gate
         self.max_sessions = max_sessions
         self.discr_mask = discr_mask  # the bits of a discriminator that name a slot (bfd_abi.h)
@@ -133,6 +134,16 @@ class Slots:
             self._batch[slot] = leaf
             return
         self.cfg[self.cfg.Key(slot)] = leaf
+
+    def write_down(self, slot: int, epoch: int, pkt: bytes | None) -> None:
+        """The session's Down for the watch ``epoch``, for the kernel's courier (bpf/tick.c); None: none."""
+        leaf = self.down_pkt.Leaf()
+        leaf.epoch = epoch
+        if pkt is not None:
+            n = min(len(pkt), ctypes.sizeof(leaf.pkt))
+            ctypes.memmove(leaf.pkt, pkt, n)
+            leaf.pkt_len = n
+        self.down_pkt[self.down_pkt.Key(slot)] = leaf
 
     @contextlib.contextmanager
     def batched_cfg(self) -> Iterator[None]:

@@ -17,7 +17,14 @@ import pytest
 from harness.sessions import bring_up, deliver, make, packet, run_until, sent
 from xdp_bfd.core.host import Entry
 from xdp_bfd.fastpath.abi import load as load_abi
-from xdp_bfd.fastpath.clock import JITTER_HIGH, JITTER_HIGH_MULT1, JITTER_LOW, SHARE_HOLD_NS, Clock
+from xdp_bfd.fastpath.clock import (
+    COURIER_PERIOD_NS,
+    JITTER_HIGH,
+    JITTER_HIGH_MULT1,
+    JITTER_LOW,
+    SHARE_HOLD_NS,
+    Clock,
+)
 from xdp_bfd.session import AuthConfig
 from xdp_bfd.wire import control
 
@@ -42,10 +49,14 @@ class _Map:
         self.data[key] = leaf
 
 
+COURIER = ABI.max_sessions  # the courier's entry: the one after the last slot's
+
+
 class _Loop:
     a = 77
 
-    def __init__(self) -> None:
+    def __init__(self, *, adopted: bool = False) -> None:
+        self.adopted = adopted  # a --pin successor's: the loop, its classes and frames were there
         self.classes: dict[int, int] = {}  # slot -> period_ns
         self.injected: list[tuple[int, int]] = []  # (slot, gen)
         self.dropped: list[int] = []
@@ -64,7 +75,8 @@ class _Loop:
         self.dropped.append(slot)
 
     def inject(self, slot: int, gen: int, length: int, ethertype: int, magic: int) -> None:
-        assert (length, ethertype, magic) == (ABI.tick_len_min, ABI.tick_ethertype, ABI.tick_magic)
+        want = ABI.courier_magic if slot == COURIER else ABI.tick_magic
+        assert (length, ethertype, magic) == (ABI.tick_len_min, ABI.tick_ethertype, want)
         self.injected.append((slot, gen))
 
 
@@ -80,19 +92,28 @@ def _state_leaf() -> SimpleNamespace:
     return SimpleNamespace(last_tick_ns=0, ticks=0, sent=0, skipped=0, gated=0, gen_seen=0, lost_gen=0)
 
 
-def _clock(budget: int = 25_000, tick_cfg: _Map | None = None) -> tuple[Clock, _Loop, _Map]:
-    """``tick_cfg``: the map a predecessor left (a --pin successor's clock)."""
+def _clock(
+    budget: int = 25_000, tick_cfg: _Map | None = None, *, adopted: bool = False
+) -> tuple[Clock, _Loop, _Map]:
+    """``tick_cfg``: the map a predecessor left (a --pin successor's clock), ``adopted`` its loop.
+
+    The courier's start (its own tests below) is taken out of the loop's records.
+    """
     handlers: dict = {}
     fp = SimpleNamespace(
         abi=ABI,
+        max_sessions=ABI.max_sessions,
         tick_cfg=tick_cfg or _Map(_cfg_leaf),
         tick_state=_Map(_state_leaf),
         events=SimpleNamespace(on=handlers.__setitem__),
         tick_counters=SimpleNamespace(totals=dict),
     )
-    loop = _Loop()
+    loop = _Loop(adopted=adopted)
     clock = Clock(SimpleNamespace(), fp, loop, budget=budget)  # type: ignore[arg-type]
     assert handlers == {ABI.Event.TICK_LOST: clock.on_lost}
+    loop.injected = [i for i in loop.injected if i[0] != COURIER]
+    loop.classes.pop(COURIER, None)
+    loop.fresh.clear()
     return clock, loop, fp.tick_cfg
 
 
@@ -381,3 +402,63 @@ def test_a_flapping_session_comes_back_to_its_held_share_and_others_wait() -> No
     doc: dict = {}
     clock.document(doc)
     assert doc["kernel_clock"]["load_per_s"] <= 250 and doc["kernel_clock"]["held_shares"] == 0
+
+
+# -- the courier (bpf/tick.c: it sends the Downs the sweep queued) ---------------------------
+
+
+def test_the_courier_starts_with_the_clock_in_a_class_of_its_own() -> None:
+    handlers: dict = {}
+    cfg = _Map(_cfg_leaf)
+    fp = SimpleNamespace(
+        abi=ABI, max_sessions=ABI.max_sessions, tick_cfg=cfg, tick_state=_Map(_state_leaf),
+        events=SimpleNamespace(on=handlers.__setitem__), tick_counters=SimpleNamespace(totals=dict),
+    )  # fmt: skip
+    loop = _Loop()
+    clock = Clock(SimpleNamespace(), fp, loop, budget=25_000)  # type: ignore[arg-type]
+    assert loop.injected == [(COURIER, 1)] and loop.fresh == [True]
+    assert loop.classes == {COURIER: COURIER_PERIOD_NS}
+    c = cfg.data[COURIER]
+    assert c.flags & int(ABI.TickFlag.RUN) and (c.gen, c.period_ns, c.pkt_len) == (1, COURIER_PERIOD_NS, 0)
+    # Its shortest round is the header's; its longest its class's period.
+    assert c.len_min == -(-ABI.tick_len_full * ABI.courier_short_ns // COURIER_PERIOD_NS)
+    assert c.len_max == ABI.tick_len_full
+    # Not a session's clock: not in the count, nor in the budget.
+    doc: dict = {}
+    clock.document(doc)
+    assert doc["kernel_clock"]["clocked_sessions"] == 0 and clock.load == 0
+    assert doc["kernel_clock"]["courier"] == {"running": True, "restarts": 0}
+
+
+def test_a_lost_courier_is_sent_again_with_its_own_magic() -> None:
+    clock, loop, cfg = _clock()
+    clock.on_lost(SimpleNamespace(slot=COURIER, epoch=1, now_ns=9_000_000, last_rx_ns=0))
+    assert loop.injected == [(COURIER, 2)] and cfg.data[COURIER].gen == 2
+    # A report of the generation before is stale.
+    clock.on_lost(SimpleNamespace(slot=COURIER, epoch=1, now_ns=19_000_000, last_rx_ns=0))
+    assert loop.injected == [(COURIER, 2)]
+    doc: dict = {}
+    clock.document(doc)
+    assert doc["kernel_clock"]["courier"] == {"running": True, "restarts": 1}
+
+
+def test_a_successor_keeps_the_courier_its_predecessor_left_running() -> None:
+    cfg = _Map(_cfg_leaf)
+    left = _cfg_leaf()
+    left.flags, left.gen, left.period_ns, left.armed_ns = int(ABI.TickFlag.RUN), 7, COURIER_PERIOD_NS, 5
+    cfg.data[COURIER] = left
+    handlers: dict = {}
+    fp = SimpleNamespace(
+        abi=ABI, max_sessions=ABI.max_sessions, tick_cfg=cfg, tick_state=_Map(_state_leaf),
+        events=SimpleNamespace(on=handlers.__setitem__), tick_counters=SimpleNamespace(totals=dict),
+    )  # fmt: skip
+    loop = _Loop(adopted=True)
+    clock = Clock(SimpleNamespace(), fp, loop, budget=25_000)  # type: ignore[arg-type]
+    assert loop.injected == [] and loop.classes == {} and cfg.data[COURIER] is left
+    # Its frame in flight is the one it watches for: a loss of generation 7 starts generation 8.
+    clock.on_lost(SimpleNamespace(slot=COURIER, epoch=7, now_ns=9_000_000, last_rx_ns=0))
+    assert loop.injected == [(COURIER, 8)]
+    # On a new loop (a crashed engine's leftovers removed) the same map entry starts a new frame.
+    loop2 = _Loop()
+    Clock(SimpleNamespace(), fp, loop2, budget=25_000)  # type: ignore[arg-type]
+    assert loop2.injected == [(COURIER, 9)] and loop2.classes == {COURIER: COURIER_PERIOD_NS}

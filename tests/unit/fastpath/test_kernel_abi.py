@@ -377,9 +377,11 @@ class _Host:
         self.drops[reason] += 1
 
 
-def _fast_path(a: abi.Abi, writes: list[dict]) -> SimpleNamespace:
+def _fast_path(a: abi.Abi, writes: list[dict], downs: list | None = None) -> SimpleNamespace:
     """A FastPath's parts as the Offload reaches them, the maps replaced by what the test reads back
-    and the ring by ``events.dispatch`` (the batch a read of the ring hands on)."""
+    and the ring by ``events.dispatch`` (the batch a read of the ring hands on); ``downs``: the
+    Downs written for the courier (slot, watch, packet)."""
+    downs = [] if downs is None else downs
     state = SimpleNamespace(
         rx_packets=0, rx_bytes=0, ktx_packets=0, ktx_bytes=0, last_ktx_ns=0, last_rx_ns=0, echo_packets=0
     )
@@ -389,7 +391,9 @@ def _fast_path(a: abi.Abi, writes: list[dict]) -> SimpleNamespace:
         gate=SimpleNamespace(deadman_ns=0, heartbeat=lambda _ns: None),
         events=_Events({"event_layout": SimpleNamespace(Leaf=None)}),
         slots=SimpleNamespace(
-            write_cfg=lambda _slot, kcfg: writes.append(kcfg), read_state=lambda _slot: state
+            write_cfg=lambda _slot, kcfg: writes.append(kcfg),
+            read_state=lambda _slot: state,
+            write_down=lambda slot, epoch, pkt: downs.append((slot, epoch, pkt)),
         ),
     )
 
@@ -427,7 +431,9 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     off.session_stats(entry, out, 0)
     assert out["kernel_tx_active"] is True
     # An event whose type is the header's EXPIRED is an expiry; the old value is not.
-    ev = SimpleNamespace(slot=0, epoch=entry.epoch, type=1, now_ns=50_000_000, last_rx_ns=0, pkt=b"", ttl=255)
+    ev = SimpleNamespace(
+        slot=0, epoch=entry.epoch, type=1, now_ns=50_000_000, last_rx_ns=0, pkt=b"", ttl=255, queued=0
+    )
     fp.events.dispatch([ev])
     assert entry.last_detection_us is None and session.state == control.State.UP and not sent
     ev.type = 7
@@ -473,6 +479,7 @@ def _silent(host: _Host, off: Offload, order: list[tuple[str, int]], count: int)
                 last_rx_ns=0,
                 pkt=b"",
                 ttl=255,
+                queued=0,
             )
         )
     return events
@@ -808,3 +815,54 @@ def test_a_reads_downs_go_to_the_kernel_a_frame_at_a_time_and_what_it_cannot_tak
     assert [e.user_tx_packets for e in d] == [0] * last + [1]
     assert [e.session.state for e in d] == [control.State.DOWN] * n
     assert all(e.session.datagrams_to_send(0) == [] for e in d)
+
+
+def test_downs_the_sweep_queued_leave_from_the_courier_and_the_rest_as_before() -> None:
+    """An expiry whose Down the sweep queued for the kernel's courier (bfd_event.queued): neither a
+    send nor a frame of the engine's, and the machine does not queue it again; in the same read an
+    expiry the sweep could not queue goes the frame's way."""
+    order: list[tuple[str, int]] = []
+    host = _Host()
+    fp = _fast_path(load_abi(), [])
+    off = Offload(host, fp)
+    handed: list[list[tuple[int, bytes]]] = []
+    off.kernel_downs = lambda downs: handed.append(list(downs)) or []
+    events = _silent(host, off, order, 3)
+    events[0].queued = events[2].queued = 1
+    d = [host.sessions[100 + slot] for slot in range(3)]
+    down = d[1].session.expiry_datagram()
+    fp.events.dispatch(events)
+    assert handed == [[(1, down)]] and order == []
+    assert [e.session.state for e in d] == [control.State.DOWN] * 3
+    assert all(e.session.datagrams_to_send(0) == [] for e in d)
+    assert [e.user_tx_packets for e in d] == [0, 0, 0]
+
+
+def test_the_courier_gets_each_watchs_down_before_the_kernel_watches_with_it() -> None:
+    """Written once per watch and configuration (down_pkt), ahead of the config that arms the watch."""
+    writes: list[dict] = []
+    downs: list[tuple[int, int, bytes | None]] = []
+    fp = _fast_path(load_abi(), writes, downs)
+    calls: list[str] = []
+    fp.slots.write_cfg = lambda _slot, kcfg: calls.append("cfg") or writes.append(kcfg)
+    fp.slots.write_down = lambda slot, epoch, pkt: calls.append("down") or downs.append((slot, epoch, pkt))
+    host = _Host()
+    session = make()
+    entry = Entry(session, SimpleNamespace(sport=49152, dport=3784), "cli", slot=2, offloaded=True, epoch=1)
+    host.sessions[session.local_discr] = entry
+    off = Offload(host, fp)
+    off.serviced(entry)
+    assert downs == [] and not writes[-1]["flags"] & int(fp.abi.CfgFlag.DETECT)  # Down: nothing watched
+    bring_up(session, 0)
+    off.serviced(entry)
+    assert calls[-2:] == ["down", "cfg"] and writes[-1]["flags"] & int(fp.abi.CfgFlag.DETECT)
+    assert downs == [(2, 2, session.expiry_datagram())] and writes[-1]["epoch"] == 2
+    off.serviced(entry)
+    assert len(downs) == 1  # nothing changed
+    session.set_config(replace(session.config, detect_mult=5), 1_000)
+    off.serviced(entry)
+    assert (
+        downs[-1] == (2, 2, session.expiry_datagram())
+        and control.decode_control(downs[-1][2]).detect_mult == 5
+    )
+    assert len(downs) == 2

@@ -59,7 +59,7 @@ class _Gate(SimpleNamespace):
 
 
 def _slots(max_sessions: int = 8) -> Slots:
-    bpf = {name: _Table() for name in ("slot_cfg", "slot_state", "by_discr", "discr_slot")}
+    bpf = {name: _Table() for name in ("slot_cfg", "slot_state", "by_discr", "discr_slot", "down_pkt")}
     bpf["sessions"], bpf["echo_peers"] = _Table(_PathKey), _Table(_EchoKey)
     return Slots(bpf, _Gate(nslots=0, writes=0), max_sessions, 0xFFFF)  # type: ignore[arg-type]
 
