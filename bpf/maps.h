@@ -45,9 +45,9 @@ BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS + 1);
 BFD_TABLE_MAPPED("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS + 1);
 BFD_TABLE("array", __u32, struct bfd_down_pkt, down_pkt, BFD_MAX_SESSIONS);
 /*
- * Slots whose Down the courier sends. Not pinned (bcc pins no queue): Downs
- * queued in the instant a successor swaps its programs in are the engine's to
- * send (docs/fastpath.md).
+ * Slots whose Down the courier sends. Each engine's own, not pinned: a Down
+ * queued in the instant a successor swaps its programs in is lost with it, and
+ * the session's next Down is the slow rate's (docs/fastpath.md).
  */
 BPF_QUEUE(down_queue, __u32, BFD_MAX_SESSIONS);
 BFD_TABLE("percpu_array", __u32, __u64, tick_counters, BFD_TC_MAX);

@@ -275,7 +275,13 @@ def down_transitions(packets: Iterable[WirePacket]) -> int:
 
 
 def gaps_ms(packets: Iterable[WirePacket]) -> list[float]:
-    ts = [p.ts for p in packets]
+    """The gaps between consecutive packets in time.
+
+    In time, not in the file's order: tcpdump stores what two CPUs stamped a
+    little out of order (seen: a packet stamped 12 ms before the one stored
+    ahead of it), and in file order that is one gap too long and one negative.
+    """
+    ts = sorted(p.ts for p in packets)
     return [(b - a) * 1e3 for a, b in itertools.pairwise(ts)]
 
 

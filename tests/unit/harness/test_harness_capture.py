@@ -97,5 +97,7 @@ def test_gaps_ms_from_timestamps():
             self.ts = ts
 
     assert gaps_ms([P(1.0), P(1.01), P(1.03)]) == pytest.approx([10.0, 20.0])
+    # Stored out of time order (two CPUs' stamps): the gaps are between times, none negative.
+    assert gaps_ms([P(1.0), P(1.031), P(1.019), P(1.04)]) == pytest.approx([19.0, 12.0, 9.0])
     with pytest.raises(ValueError):
         gap_stats([])
