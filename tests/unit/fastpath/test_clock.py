@@ -92,6 +92,18 @@ def _state_leaf() -> SimpleNamespace:
     return SimpleNamespace(last_tick_ns=0, ticks=0, sent=0, skipped=0, gated=0, gen_seen=0, lost_gen=0)
 
 
+def _fast_path(tick_cfg: _Map, handlers: dict) -> SimpleNamespace:
+    """A FastPath's parts as the Clock reaches them; ``handlers`` gets what it registers."""
+    return SimpleNamespace(
+        abi=ABI,
+        max_sessions=ABI.max_sessions,
+        tick_cfg=tick_cfg,
+        tick_state=_Map(_state_leaf),
+        events=SimpleNamespace(on=handlers.__setitem__),
+        tick_counters=SimpleNamespace(totals=dict),
+    )
+
+
 def _clock(
     budget: int = 25_000, tick_cfg: _Map | None = None, *, adopted: bool = False
 ) -> tuple[Clock, _Loop, _Map]:
@@ -100,14 +112,7 @@ def _clock(
     The courier's start (its own tests below) is taken out of the loop's records.
     """
     handlers: dict = {}
-    fp = SimpleNamespace(
-        abi=ABI,
-        max_sessions=ABI.max_sessions,
-        tick_cfg=tick_cfg or _Map(_cfg_leaf),
-        tick_state=_Map(_state_leaf),
-        events=SimpleNamespace(on=handlers.__setitem__),
-        tick_counters=SimpleNamespace(totals=dict),
-    )
+    fp = _fast_path(tick_cfg or _Map(_cfg_leaf), handlers)
     loop = _Loop(adopted=adopted)
     clock = Clock(SimpleNamespace(), fp, loop, budget=budget)  # type: ignore[arg-type]
     assert handlers == {ABI.Event.TICK_LOST: clock.on_lost}
@@ -410,10 +415,7 @@ def test_a_flapping_session_comes_back_to_its_held_share_and_others_wait() -> No
 def test_the_courier_starts_with_the_clock_in_a_class_of_its_own() -> None:
     handlers: dict = {}
     cfg = _Map(_cfg_leaf)
-    fp = SimpleNamespace(
-        abi=ABI, max_sessions=ABI.max_sessions, tick_cfg=cfg, tick_state=_Map(_state_leaf),
-        events=SimpleNamespace(on=handlers.__setitem__), tick_counters=SimpleNamespace(totals=dict),
-    )  # fmt: skip
+    fp = _fast_path(cfg, handlers)
     loop = _Loop()
     clock = Clock(SimpleNamespace(), fp, loop, budget=25_000)  # type: ignore[arg-type]
     assert loop.injected == [(COURIER, 1)] and loop.fresh == [True]
@@ -448,10 +450,7 @@ def test_a_successor_keeps_the_courier_its_predecessor_left_running() -> None:
     left.flags, left.gen, left.period_ns, left.armed_ns = int(ABI.TickFlag.RUN), 7, COURIER_PERIOD_NS, 5
     cfg.data[COURIER] = left
     handlers: dict = {}
-    fp = SimpleNamespace(
-        abi=ABI, max_sessions=ABI.max_sessions, tick_cfg=cfg, tick_state=_Map(_state_leaf),
-        events=SimpleNamespace(on=handlers.__setitem__), tick_counters=SimpleNamespace(totals=dict),
-    )  # fmt: skip
+    fp = _fast_path(cfg, handlers)
     loop = _Loop(adopted=True)
     clock = Clock(SimpleNamespace(), fp, loop, budget=25_000)  # type: ignore[arg-type]
     assert loop.injected == [] and loop.classes == {} and cfg.data[COURIER] is left
