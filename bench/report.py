@@ -65,6 +65,8 @@ SEED_OVERSHOOT_MEAN_MS = 0.5
 SEED_OVERSHOOT_MAX_MS = 1.0
 SEED_GONE_MS = 10.0
 SEED_SERVING_MS = 100.0
+SEED_SCRAPE_MS = 100.0
+SEED_STEP_MS = 1.0
 
 DASH = "\N{EN DASH}"  # min-max spans
 MET, NOT_MET, NOT_MEASURED, NOT_JUDGED = "met", "not met", "not measured", "not judged"
@@ -814,6 +816,80 @@ def _t_seed_xdp_share(doc: dict[str, Any], perr: dict[str, str]) -> Target:
     return Target(key, name, measured, MET if len(have) == len(good) else NOT_MET, "", figures)
 
 
+def _t_seed_stats(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
+    """Observability at the largest rung (4096): a scrape's answer within its bound, and no
+    background step (the document, its exposition or JSON) holding the loop over its bound.
+    The steps are the engine's own account (loop_lag.background); the dump's job is the one
+    before it, of the same size (bench/scale.py)."""
+    rungs = [r for r in (doc.get("scale") or {}).get("rungs", []) if r.get("sessions", 0) >= 4096]
+    planned = [n for n, _ in _planned_rungs(doc) if n >= 4096]
+    specs = [
+        ("seed_scrape", f"stats at 4096 sessions: a scrape answered within {SEED_SCRAPE_MS:g} ms"),
+        ("seed_step", f"stats at 4096 sessions: no background step over {SEED_STEP_MS:g} ms of loop time"),
+    ]
+    empty = [("max", None, " ms", 1)]
+    r = rungs[-1] if rungs else None
+    st = (r or {}).get("steady") or {}
+    dump, scrape = st.get("stats_dump") or {}, st.get("metrics_scrape") or {}
+    why = (
+        "no 4096-session rung in this profile"
+        if not planned
+        else f"the scale part stopped: {_short(perr['scale'])}"
+        if "scale" in perr and r is None
+        else _short(r["error"])
+        if r and "error" in r
+        else "no dump or scrape in this run"
+        if not dump.get("wall_s") or not scrape.get("wall_s")
+        else ""
+    )
+    if why:
+        return [_not_measured(key, name, why, empty) for key, name in specs]
+    jobs = [(label, x.get("engine_job") or {}) for label, x in (("dump", dump), ("scrape", scrape))]
+
+    def job_text(label: str, x: dict[str, Any], job: dict[str, Any]) -> str:
+        cpu = job.get("cpu_us")
+        return (
+            f"{label} {x['wall_s'] * 1000:.0f} ms ({_f(cpu / 1000 if cpu is not None else None, 0)} ms of "
+            f"engine CPU in {job.get('steps', '-')} steps)"
+        )
+
+    answered = scrape["wall_s"] * 1000
+    out = [
+        _timed(
+            specs[0][0],
+            specs[0][1],
+            ", ".join(job_text(label, x, job) for (label, job), x in zip(jobs, (dump, scrape), strict=True)),
+            [("scrape", answered, " ms", 0)],
+            [(answered, SEED_SCRAPE_MS, None)],
+        )
+    ]
+    longest = [(label, job.get("step_max_us"), job.get("step_cpu_max_us")) for label, job in jobs]
+    if any(us is None for _, us, _ in longest):
+        return [*out, _not_measured(*specs[1], "the engine did not report its steps", empty)]
+    busy = ", ".join(
+        f"{label} {us / 1000:.2f} ms (thread CPU {_f(cpu / 1000 if cpu is not None else None, 2)})"
+        for label, us, cpu in longest
+    )
+    quiet = (doc.get("scale") or {}).get("quiet_stats")
+    if not quiet:
+        worst = max(us for _, us, _ in longest) / 1000
+        return [*out, _timed(*specs[1], f"longest step: {busy}", [("max", worst, " ms", 2)],
+                             [(worst, SEED_STEP_MS, None)])]  # fmt: skip
+    # Judged where the step is the engine's own work: with no peer, beside the figures under
+    # the peers' traffic (whose softirqs this kernel charges to the step they interrupt).
+    if "error" in quiet or quiet.get("step_max_us") is None:
+        why = _short(quiet["error"]) if "error" in quiet else "the engine did not report its steps"
+        return [*out, _not_measured(*specs[1], f"no peer: {why}", empty)]
+    worst = quiet["step_max_us"] / 1000
+    stall = (quiet.get("witness") or {}).get("stall_ms")
+    measured = (
+        f"no peer, {quiet['sessions']} sessions, {len(quiet.get('rounds') or [])} dumps and scrapes: "
+        f"{worst:.2f} ms (thread CPU {_f((quiet.get('step_cpu_max_us') or 0) / 1000, 2)}, witness stall "
+        f"{_f(stall, 1)} ms); under the peers' traffic: {busy}"
+    )
+    return [*out, _timed(*specs[1], measured, [("max", worst, " ms", 2)], [(worst, SEED_STEP_MS, stall)])]
+
+
 def seed_targets(doc: dict[str, Any]) -> list[Target]:
     """Issue 16's rows, for the parts the run included."""
     parts, perr = _parts(doc), part_errors(doc)
@@ -823,7 +899,7 @@ def seed_targets(doc: dict[str, Any]) -> list[Target]:
     if "detection" in parts and "engine-ktx" in _backends(doc):
         out += _t_seed_detection(doc, perr)
     if "scale" in parts:
-        out += [_t_seed_mass(doc, perr), _t_seed_xdp_share(doc, perr)]
+        out += [_t_seed_mass(doc, perr), _t_seed_xdp_share(doc, perr), *_t_seed_stats(doc, perr)]
     if "takeover" in parts:
         out += _t_seed_takeover(doc, perr)
     return out

@@ -211,6 +211,78 @@ class Bed:
     witness: Any = None
 
 
+def engine_argv(bed: Bed, source: list[str], stats_path: Path) -> tuple[list[str], list[str] | None]:
+    """The engine's arguments for a rung, and the prefix it runs under (as the unit, or plain)."""
+    args = bed.args
+    argv = [
+        *source,
+        "--kernel-tx",
+        "veth-d",
+        "--xdp-mode",
+        args.xdp_mode,
+        "--metrics",
+        f"127.0.0.1:{METRICS_PORT}",
+        "--kernel-clock",
+        args.kernel_clock,
+        # On tmpfs, as the unit writes it (/run/xdp-bfd): on this disk's ext4, replacing a
+        # 4 MB file is milliseconds of the kernel's time in the dump's last step.
+        "--stats-dump",
+        str(stats_path),
+    ]
+    if args.engine_sched != "unit":
+        return argv, None
+    # As the unit runs it: FIFO 60, then the loop's own deadline reservation.
+    return [*argv, "--sched-deadline", ENGINE_RESERVATION], UNIT_PREFIX
+
+
+def run_quiet_stats(bed: Bed, n: int, interval_ms: int, *, rounds: int = 3) -> dict[str, Any]:
+    """Dumps and scrapes at ``n`` sessions with no peer: the stats' own steps, apart from interrupts.
+
+    Under the peers' traffic (every rung) this kernel charges the softirqs that
+    carry it to whatever step they interrupt (no IRQ time accounting): at 4096
+    sessions a step of 0.25 ms came out at 2-6 ms. Here the same engine holds
+    ``n`` sessions that stay Down (nobody answers; each sends once a second), so a
+    step is the document's, the JSON's and the exposition's work. The reference
+    stream (the bed's witness) over the same span says whether the machine was quiet.
+    """
+    d, work = bed.d, bed.work
+    sessions = work / f"sessions-quiet-{n}.yml"
+    sessions_file(sessions, n, interval_ms)
+    stats_path = Path(f"/dev/shm/xdp-bfd-scale-{d.name}-quiet-{n}.json")
+    out: dict[str, Any] = {"sessions": n, "interval_ms": interval_ms, "rounds": []}
+    argv, prefix = engine_argv(bed, ["--sessions", str(sessions)], stats_path)
+    eng = EngineProcess(d, argv, work, prefix).start()
+    try:
+        eng.wait_log("bfd: serving", timeout=120)
+        time.sleep(bed.args.settle)
+        t0 = time.time()
+        for _ in range(rounds):
+            t = time.monotonic()
+            eng.stats(timeout=60)
+            dump_s = time.monotonic() - t
+            t = time.monotonic()
+            body = scrape(d, METRICS_PORT)
+            out["rounds"].append(
+                {"dump_s": round(dump_s, 3), "scrape_s": round(time.monotonic() - t, 3), "bytes": len(body)}
+            )
+        last = eng.stats(timeout=60)
+        out["witness"] = benchlib.witness_window(bed.witness, t0, time.time())
+        bg = (last.get("loop_lag") or {}).get("background") or {}
+        out |= {
+            "sessions_configured": last.get("sessions_configured"),
+            "sessions_up": last.get("sessions_up"),
+            "steps": bg.get("steps"),
+            "step_max_us": bg.get("step_max_us"),
+            "step_cpu_max_us": bg.get("step_cpu_max_us"),
+            "engine_log": str(eng.log_path),
+        }
+    finally:
+        out["engine_exit"] = eng.stop()
+        eng.cleanup()
+        stats_path.unlink(missing_ok=True)
+    return out
+
+
 def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
     d, p, args, work = bed.d, bed.p, bed.args, bed.work
     out: dict[str, Any] = {"sessions": n, "interval_ms": interval_ms, "detect_mult": 3}
@@ -254,26 +326,12 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
         ],
     )
     eng: EngineProcess | None = None
+    stats_path = Path(f"/dev/shm/xdp-bfd-scale-{d.name}-{n}.json")
     t_rung = time.monotonic()
     try:
         out["peer_slots"] = peer.wait_ready(timeout=30)
         udp0 = udp_errors(d)
-        argv = [
-            *source,
-            "--kernel-tx",
-            "veth-d",
-            "--xdp-mode",
-            args.xdp_mode,
-            "--metrics",
-            f"127.0.0.1:{METRICS_PORT}",
-            "--kernel-clock",
-            args.kernel_clock,
-        ]
-        prefix = None
-        if args.engine_sched == "unit":
-            # As the unit runs it: FIFO 60, then the loop's own deadline reservation.
-            argv += ["--sched-deadline", ENGINE_RESERVATION]
-            prefix = UNIT_PREFIX
+        argv, prefix = engine_argv(bed, source, stats_path)
         eng = EngineProcess(d, argv, work, prefix).start()
         t_start = time.monotonic()
         out["attach_line"] = eng.wait_log("kernel-tx: XDP attached to", timeout=120).strip()
@@ -443,6 +501,7 @@ def run_rung(bed: Bed, n: int, interval_ms: int) -> dict[str, Any]:
             out["engine_stop_s"] = round(time.monotonic() - t_stop, 2)
             eng.cleanup()
             out["engine_log"] = str(eng.log_path)
+        stats_path.unlink(missing_ok=True)
         out["peer_final"] = peer.stop()
     out["duration_s"] = round(time.monotonic() - t_rung, 1)
     return out
@@ -821,6 +880,13 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--bfdd-interval-ms", type=int, default=10, help="bfdd rungs' interval (3xN ms)")
     ap.add_argument(
+        "--quiet-stats",
+        default="",
+        metavar="COUNT@INTERVAL_MS",
+        help="after the rungs, dumps and scrapes at COUNT sessions with no peer (their steps apart from "
+        "the peers' interrupts)",
+    )
+    ap.add_argument(
         "--controller",
         default="file",
         choices=("file", "bfddp"),
@@ -842,6 +908,7 @@ def main() -> int:
     try:
         rungs = parse_ladder(args.ladder)
         bfdd_rungs = parse_counts(args.bfdd_ladder)
+        quiet = parse_ladder(args.quiet_stats) if args.quiet_stats else []
     except ValueError as e:
         ap.error(str(e))
     if not 1 <= args.seconds <= 600 or not 0 <= args.settle <= 60:
@@ -866,7 +933,7 @@ def main() -> int:
     topo = Topology()
     witness = None
     try:
-        if args.silence_check:
+        if args.silence_check or quiet:
             witness = benchlib.start_witness(work / "witness")
         with benchlib.bpf_stats_enabled() as old:
             doc["machine"]["bpf_stats_enabled_restored_to"] = old
@@ -879,7 +946,7 @@ def main() -> int:
                 attach_xdp_pass(p, "veth-p")
             t0 = time.monotonic()
             setup_addresses(
-                d, p, max(n for n, _ in rungs + [(c, 0) for c in bfdd_rungs]), bed.d_mac, bed.p_mac
+                d, p, max(n for n, _ in rungs + quiet + [(c, 0) for c in bfdd_rungs]), bed.d_mac, bed.p_mac
             )
             doc["address_setup_s"] = round(time.monotonic() - t0, 2)
             for n, ms in rungs:
@@ -892,6 +959,10 @@ def main() -> int:
                 print(
                     f"   up {st.get('sessions_up')}/{n}, engine CPU {cpu} % (bring-up {up_s} s)", flush=True
                 )
+            for n, ms in quiet:
+                print(f"-- stats at {n} sessions, no peer", flush=True)
+                doc["quiet_stats"] = q = run_quiet_stats(bed, n, ms)
+                print(f"   longest step {q.get('step_max_us')} us (thread CPU {q.get('step_cpu_max_us')})")
             for n in bfdd_rungs:
                 print(f"-- bfdd: {n} sessions at 3x{args.bfdd_interval_ms} ms", flush=True)
                 r = run_bfdd_rung(bed, n, args.bfdd_interval_ms)

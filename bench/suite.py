@@ -106,6 +106,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             # The sessions from a bfddp controller, as bfdd gives them: the mass failure's report
             # to it is timed beside the wire's Downs.
             "controller": "bfddp",
+            # The stats' steps at 4096 sessions apart from the peers' interrupts (issue 16).
+            "quiet_stats": "4096@20",
         },
         "takeover": {"sessions": 1024, "takeovers": 5, "settle": 3},
     },
@@ -323,6 +325,8 @@ def scale_args(s: dict[str, Any], engine_sched: str) -> argparse.Namespace:
         argv.append("--no-silence-check")
     if "controller" in s:
         argv += ["--controller", s["controller"]]
+    if "quiet_stats" in s:
+        argv += ["--quiet-stats", s["quiet_stats"]]
     return scale.parser().parse_args(argv)
 
 
@@ -383,6 +387,22 @@ def part_scale(
                     f"CPU {(st.get('engine_cpu') or {}).get('cpu_pct_sched')} %, "
                     f"XDP {st.get('xdp_cpu_pct')} % (bring-up {(r.get('bringup') or {}).get('after_s')} s)"
                     + (f"  {st['xdp_not_measured']}" if st.get("xdp_not_measured") else "")
+                )
+            for n, ms in scale.parse_ladder(args.quiet_stats) if args.quiet_stats else []:
+                run.say(f"scale: stats at {n} sessions, no peer")
+                try:
+                    with watchdog(240 + n / 40, f"scale quiet stats {n}"):
+                        out["quiet_stats"] = q = scale.run_quiet_stats(bed, n, ms)
+                except Exception as e:
+                    out["quiet_stats"] = q = {"sessions": n, "interval_ms": ms, "error": _error(e)}
+                run.save()
+                run.say(
+                    f"scale quiet stats {n}: "
+                    + (
+                        f"ERROR {q['error']}"
+                        if "error" in q
+                        else f"longest step {q.get('step_max_us')} us (thread CPU {q.get('step_cpu_max_us')})"
+                    )
                 )
     finally:
         topo.close()

@@ -25,7 +25,8 @@ class EngineProcess:
     ) -> None:
         self.ns, self.args, self.workdir = ns, args, workdir
         self.prefix = prefix or []  # e.g. setpriv to run it unprivileged
-        self.stats_path = workdir / f"stats-{ns.name}.json"
+        given = args.index("--stats-dump") + 1 if "--stats-dump" in args else None
+        self.stats_path = Path(args[given]) if given else workdir / f"stats-{ns.name}.json"
         self.log_path = workdir / f"engine-{ns.name}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen | None = None
 

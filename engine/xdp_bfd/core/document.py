@@ -32,6 +32,8 @@ log = logging.getLogger("xdp_bfd")
 # Sessions per step of a stats dump: tens of µs of Python each, so that a turn of
 # background work (core/reactor.py) overruns its budget by little.
 STATS_SLICE_SESSIONS = 8
+# Sessions' entries of a document freed per step once its consumers are done.
+RELEASE_SLICE_SESSIONS = 256
 
 
 class StatsDocument:
@@ -63,6 +65,7 @@ class StatsDocument:
         now = now_ns // 1000
         generated_at = round(time.time(), 3)
         sessions = []
+        up = 0
         started_ns = time.monotonic_ns()
         for i, entry in enumerate(list(self.sessions.values()), 1):
             if i % STATS_SLICE_SESSIONS == 0:
@@ -70,6 +73,7 @@ class StatsDocument:
             if self.sessions.get(entry.session.local_discr) is not entry:
                 continue  # removed while the dump was under way
             sessions.append(self._session(entry, now, now_ns))
+            up += entry.session.state == State.UP
         sessions_span_ms = (time.monotonic_ns() - started_ns) / 1e6
         yield
         doc = {
@@ -86,7 +90,7 @@ class StatsDocument:
             # Counted from the list, not the table: the loop runs between slices, so a count taken
             # now would disagree with the states listed (a mass failure under way: "0 up" above
             # sessions listed Up). How long the list took to take is said beside it.
-            "sessions_up": sum(1 for x in sessions if x["state"] == STATE_NAMES[State.UP]),
+            "sessions_up": up,
             "sessions_span_ms": round(sessions_span_ms, 3),
             "counters": {"xdp_tx": 0, "xdp_pass": 0, "drop": dict(self.drops)},
             "sessions": sessions,
@@ -149,6 +153,13 @@ class StatsDocument:
                     yield from more
             except Exception as e:  # a consumer's bug must not stop the loop that serves sessions
                 log.error("stats: a consumer of the stats document failed: %r", e)
+        # Let go of a slice of sessions a step: the whole document at once (a hundred thousand
+        # objects at 4096 sessions) was a step of 2-4 ms of deallocation (docs/benchmarks.md).
+        sessions = doc.pop("sessions", None)
+        del doc, waiters
+        while sessions:
+            yield
+            del sessions[-RELEASE_SLICE_SESSIONS:]
 
 
 def file_writer(path: Path) -> DocWaiter:

@@ -8,7 +8,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,36 +48,43 @@ def run_steps(steps: Generator[None, None, T]) -> T:
 
 def encode_steps(
     doc: dict[str, Any], *, slice_sessions: int = ENCODE_SLICE_SESSIONS
-) -> Generator[None, None, bytes]:
-    """The document as one line of JSON, the session list a slice at a time (yielding between):
-    the same bytes ``json.dumps(doc)`` gives, without a step that grows with the session count.
+) -> Generator[None, None, list[bytes]]:
+    """The document as one line of JSON, the session list a slice at a time (yielding between),
+    in pieces: joined, the bytes ``json.dumps(doc)`` gives, without a step that grows with the
+    session count.
 
     One line through the C encoder: with indent, json falls back to its
-    pure-Python encoder, milliseconds of loop time per dump.
+    pure-Python encoder, milliseconds of loop time per dump. Left in pieces:
+    joining and encoding the whole at 4096 sessions (4 MB) was one step of
+    2-6 ms (docs/benchmarks.md).
     """
     sessions = doc.get("sessions")
     if not isinstance(sessions, list):
-        return (json.dumps(doc) + "\n").encode()
+        return [(json.dumps(doc) + "\n").encode()]
     head = json.dumps({**doc, "sessions": _SESSIONS_MARK})
-    parts = []
+    before, _, after = head.partition(json.dumps(_SESSIONS_MARK))
+    pieces = [f"{before}[".encode()]
     for i in range(0, len(sessions), slice_sessions):
         yield
-        parts.append(", ".join(map(json.dumps, sessions[i : i + slice_sessions])))
-    before, _, after = head.partition(json.dumps(_SESSIONS_MARK))
-    return f"{before}[{', '.join(parts)}]{after}\n".encode()
+        text = ", ".join(map(json.dumps, sessions[i : i + slice_sessions]))
+        pieces.append((f", {text}" if i else text).encode())
+    pieces.append(f"]{after}\n".encode())
+    return pieces
 
 
 # Bytes written per step of a dump: thousands of sessions are megabytes of JSON,
 # which in one write held the loop for milliseconds (docs/benchmarks.md).
-WRITE_CHUNK = 256 * 1024
+WRITE_CHUNK = 128 * 1024
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes | Sequence[bytes]) -> None:
     """:func:`write_atomic_steps` in one go (tests)."""
     run_steps(write_atomic_steps(path, data))
 
 
-def write_atomic_steps(path: Path, data: bytes, *, chunk: int = WRITE_CHUNK) -> Generator[None, None, None]:
+def write_atomic_steps(
+    path: Path, data: bytes | Sequence[bytes], *, chunk: int = WRITE_CHUNK
+) -> Generator[None, None, None]:
     """Readers never see a half-written file: a temp file in the same directory, then rename.
 
     Raw os calls, no tempfile or text I/O: this runs inside the loop, and
@@ -93,10 +100,11 @@ def write_atomic_steps(path: Path, data: bytes, *, chunk: int = WRITE_CHUNK) -> 
       symlink another user planted there is removed, never written through;
     - the rename replaces a symlink at ``path`` itself, never its target.
 
-    Written ``chunk`` bytes at a time, yielding between (the loop runs its
-    timers); a write abandoned half-way (the generator closed) removes its
-    temp file like a failed one.
+    ``data`` is the bytes, or their pieces in order. Written ``chunk`` bytes
+    at a time, yielding between (the loop runs its timers); a write abandoned
+    half-way (the generator closed) removes its temp file like a failed one.
     """
+    pieces = [data] if isinstance(data, bytes | bytearray) else data
     name = path.name
     tmp = f".{name}.{os.getpid()}.tmp"
     try:
@@ -115,11 +123,15 @@ def write_atomic_steps(path: Path, data: bytes, *, chunk: int = WRITE_CHUNK) -> 
         try:
             try:
                 os.fchmod(fd, 0o644)  # whatever the umask: operators' tools read it
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view[:chunk]) :]
-                    if view:
-                        yield
+                room = chunk  # what this step may still write
+                for piece in pieces:
+                    view = memoryview(piece)
+                    while view:
+                        if not room:
+                            yield
+                            room = chunk
+                        n = os.write(fd, view[:room])
+                        view, room = view[n:], room - n
             finally:
                 os.close(fd)
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)

@@ -126,6 +126,11 @@ class Clock:
         self.cfg = fp.tick_cfg
         self.state_reader = element_reader(fp.tick_state, "tick_state")
         self.ticks: dict[int, Tick] = {}
+        # The sessions' slots whose clock runs, and those stopped but holding their share: kept as
+        # they change, for the stats document (a walk of every Tick at 4096 sessions was 1.5-2.3 ms
+        # of one step, its objects cold; docs/benchmarks.md). The courier is in neither.
+        self.clocked: set[int] = set()
+        self.held: set[int] = set()
         fp.events.on(abi.Event.TICK_LOST, self.on_lost)
         self._courier()
 
@@ -202,6 +207,7 @@ class Clock:
         )
         if self.ticks[entry.slot].running:
             self.load += ticks_per_s(int(c.period_ns))
+            self.clocked.add(entry.slot)
 
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:
@@ -210,7 +216,7 @@ class Clock:
         if t is not None:
             if t.running:
                 self._stop(entry.slot, t)
-            self._release(t)
+            self._release(entry.slot, t)
             # The generation stays with the slot: a frame still in flight dies as stale.
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
@@ -237,10 +243,11 @@ class Clock:
             # Over budget the session stays as it was before the clock: XDP's replies, the loop's packets.
             if t.running:
                 self._stop(slot, t)
-            self._release(t)
+            self._release(slot, t)
             self._refuse(slot, entry)
             return
         t.held_ns = 0
+        self.held.discard(slot)
         if not t.running or period_ns < t.period_ns:
             # A new class and frame: one waiting out a longer period (htb's debt) must not set the pace.
             # A stopped slot's class at this very period has no debt (its bucket refilled while idle):
@@ -252,6 +259,7 @@ class Clock:
                 t.class_ns = period_ns
             self.load += cost
             t.running, t.period_ns, t.lengths, t.pkt = True, period_ns, lengths, pkt
+            self.clocked.add(slot)
             self._start(slot, t)
         elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt:
             if period_ns != t.period_ns:
@@ -264,17 +272,20 @@ class Clock:
 
     def _stop(self, slot: int, t: Tick, *, hold: bool = False) -> None:
         t.running = False
+        self.clocked.discard(slot)
         if hold:
             t.held_ns = self.now_ns() + SHARE_HOLD_NS
             self.holds.append((t.held_ns, slot))
+            self.held.add(slot)
         else:
             self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
         self._write(slot, t)
 
-    def _release(self, t: Tick) -> None:
+    def _release(self, slot: int, t: Tick) -> None:
         """A held share goes back to the budget."""
         if t.held_ns:
             t.held_ns = 0
+            self.held.discard(slot)
             self.load = max(0.0, self.load - ticks_per_s(t.period_ns))
 
     def _expire_holds(self) -> None:
@@ -283,7 +294,7 @@ class Clock:
             until, slot = self.holds.popleft()
             t = self.ticks.get(slot)
             if t is not None and t.held_ns == until and not t.running:  # else restarted or re-held since
-                self._release(t)
+                self._release(slot, t)
 
     def _refuse(self, slot: int, entry: Entry) -> None:
         self.refused.add(slot)
@@ -407,11 +418,11 @@ class Clock:
         courier = self.ticks.get(self.courier_slot, Tick())
         doc["kernel_clock"] = {
             "loop": LOOP_A,
-            "clocked_sessions": sum(1 for s, t in self.ticks.items() if t.running and s != self.courier_slot),
+            "clocked_sessions": len(self.clocked),
             # The frame that sends the Downs the sweep queues: running, and sent in again after a loss.
             "courier": {"running": courier.running, "restarts": courier.restarts},
             # Stopped when their session left Up, still holding their share (SHARE_HOLD_NS).
-            "held_shares": sum(1 for t in self.ticks.values() if t.held_ns and not t.running),
+            "held_shares": len(self.held),
             "budget_per_s": self.budget,
             "load_per_s": round(self.load),
             "over_budget": len(self.refused),

@@ -26,8 +26,14 @@ class Counters:
         self.names = names
 
     def totals(self) -> dict[str, int]:
-        """Every counter summed over the CPUs."""
-        return {name: int(sum(self.table[self.table.Key(i)])) for i, name in enumerate(self.names)}
+        """Every counter summed over the CPUs, in one batch lookup (a third of the time of a lookup
+        a counter, in the stats document's step that reads them)."""
+        try:
+            items = list(self.table.items_lookup_batch())
+        except Exception:  # bcc raises a bare Exception: a kernel without batch lookups for this map
+            return {name: int(sum(self.table[self.table.Key(i)])) for i, name in enumerate(self.names)}
+        got = {int(k): sum(v) for k, v in items}
+        return {name: int(got.get(i, 0)) for i, name in enumerate(self.names)}
 
 
 class Events:

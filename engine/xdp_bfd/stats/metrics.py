@@ -12,6 +12,7 @@ periods for its answer.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import functools
@@ -35,6 +36,9 @@ log = logging.getLogger("xdp_bfd")
 MAX_REQUEST = 8192
 MAX_CLIENTS = 8
 SEND_DEADLINE_US = 5_000_000  # a client must have read its answer by then
+SEND_SLICE = 64 * 1024  # bytes of an answer sent per turn of the loop
+ENCODE_SLICE_PARTS = 64  # exposition pieces (a family's slice of sessions each) encoded per step
+ENGINE_FAMILIES_PER_STEP = 6  # engine-wide families written per step by prometheus_client
 LOOPBACK = "127.0.0.1"  # where an empty HOST binds
 
 
@@ -187,14 +191,30 @@ def _sbfd_families(sbfd: dict[str, Any]) -> Iterator[Metric]:
     yield from (answered, limited, up)
 
 
+class _Families(Collector):
+    """Families already built, for prometheus_client to write a few at a time."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
 def exposition(doc: dict[str, Any], out: list[str]) -> Generator[None, None, None]:
     """One document's exposition into ``out``: the engine-wide families through
-    prometheus_client in one step, then every session's a slice at a time."""
+    prometheus_client, ENGINE_FAMILIES_PER_STEP a step, then every session's a slice at a time.
+
+    All the engine-wide families in one step were 0.5-1 ms of it (docs/benchmarks.md).
+    """
     collector = StatsCollector()
     collector.doc = doc
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    out.append(generate_latest(registry).decode())
+    families = list(collector.collect())
+    for i in range(0, len(families), ENGINE_FAMILIES_PER_STEP):
+        yield
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families(families[i : i + ENGINE_FAMILIES_PER_STEP]))
+        out.append(generate_latest(registry).decode())
     yield
     yield from session_series(doc["sessions"], out)
 
@@ -231,7 +251,7 @@ class MetricsServer:
         self.sock.setblocking(False)
         self.pending: dict[socket.socket, bytes] = {}
         self.answering: set[socket.socket] = set()  # waiting for the document
-        self.sending: dict[socket.socket, memoryview] = {}  # the rest of an answer
+        self.sending: dict[socket.socket, collections.deque[memoryview]] = {}  # the rest of an answer
         loop.watch(self.sock, self._accept)
         bound = self.sock.getsockname()[0]
         shown = f"[{bound}]" if family == socket.AF_INET6 else bound
@@ -280,37 +300,54 @@ class MetricsServer:
             return  # closed meanwhile (engine stopping)
         parts: list[str] = []
         yield from exposition(doc, parts)
-        body = "".join(parts).encode()
+        # Encoded and sent in pieces: joined, 4096 sessions' answer (4 MB) was one step of
+        # several milliseconds (docs/benchmarks.md).
+        body: list[bytes] = []
+        for i in range(0, len(parts), ENCODE_SLICE_PARTS):
+            yield
+            body += [part.encode() for part in parts[i : i + ENCODE_SLICE_PARTS]]
         if conn not in self.answering:
             return
         self.answering.discard(conn)
-        head = f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {len(body)}\r\n"
-        self._send(conn, head.encode() + b"\r\n" + body)
+        length = sum(map(len, body))
+        head = f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {length}\r\n\r\n"
+        self._send(conn, [head.encode(), *body])
 
-    def _send(self, conn: socket.socket, response: bytes) -> None:
+    def _send(self, conn: socket.socket, response: bytes | list[bytes]) -> None:
         # Never a blocking send: a client that stops reading (a stuck scraper, or
         # any local user on purpose) would hold the loop that serves the sessions.
         # What the socket buffer does not take is written as the client reads,
         # and a client that has not taken it all within SEND_DEADLINE_US is dropped.
-        self.sending[conn] = memoryview(response)
+        pieces = [response] if isinstance(response, bytes) else response
+        self.sending[conn] = collections.deque(memoryview(p) for p in pieces if p)
         self._write(conn)
         if conn in self.sending:
             self.loop.watch(conn, lambda _now: self._write(conn), read=False, write=True)
             self.loop.call_at(now_us() + SEND_DEADLINE_US, lambda _now: self._give_up(conn))
 
     def _write(self, conn: socket.socket) -> None:
-        view = self.sending.get(conn)
-        if view is None:
+        """Up to SEND_SLICE bytes of the answer, as much as the socket takes: a client that reads
+        fast is not a reason to copy megabytes in one turn of the loop."""
+        left = self.sending.get(conn)
+        if left is None:
             return
+        room = SEND_SLICE
         try:
-            while view:
-                view = view[conn.send(view) :]
+            while left and room:
+                n = conn.send(left[0][:room])
+                room -= n
+                if n == len(left[0]):
+                    left.popleft()
+                else:
+                    left[0] = left[0][n:]
         except (BlockingIOError, InterruptedError):
-            self.sending[conn] = view
             return
         except OSError as e:
             if e.errno not in (errno.EPIPE, errno.ECONNRESET, None):
                 log.debug("metrics: %s", e)
+        else:
+            if left:
+                return  # the rest when the loop comes round (the socket is still watched)
         self._hang_up(conn)
 
     def _give_up(self, conn: socket.socket) -> None:

@@ -73,6 +73,17 @@ def detection(level: str, samples: list[dict], kills: int | None = None) -> dict
     }
 
 
+def stats_job(wall_ms: float, step_us: int, step_cpu_ms: float) -> dict:
+    """A dump's or a scrape's figures as bench/scale.py records them (the engine's own steps)."""
+    job = {
+        "steps": 300,
+        "step_max_us": step_us,
+        "step_cpu_max_us": round(step_cpu_ms * 1000),
+        "cpu_us": 30000,
+    }
+    return {"wall_s": wall_ms / 1000, "engine_cpu_s": 0.03, "engine_job": job}
+
+
 def scale_rung(n: int, ms: int = 10) -> dict:
     return {
         "sessions": n,
@@ -93,6 +104,8 @@ def scale_rung(n: int, ms: int = 10) -> dict:
                 "flaps_after_silence": 0,
             },
             "flaps_before_window": 3,
+            "stats_dump": stats_job(40.0, 600, 0.9),
+            "metrics_scrape": stats_job(60.0, 800, 0.8),
         },
         "bringup": {
             "after_s": 14.1,
@@ -238,6 +251,8 @@ def test_a_clean_run_meets_every_target_and_records_no_error() -> None:
         "seed_detect_L4",
         "seed_detect_4096",
         "seed_xdp_share",
+        "seed_scrape",
+        "seed_step",
         "seed_gone",
         "seed_serving",
     }
@@ -600,6 +615,50 @@ def test_the_mass_silence_at_4096_needs_every_down_and_its_timing_under_a_witnes
     del rung["silence"]
     t = verdicts(doc)["seed_detect_4096"]
     assert t.verdict == report.NOT_MEASURED and "no mass silence" in t.why
+
+
+def test_stats_at_4096_are_judged_by_the_scrapes_answer_and_the_longest_step() -> None:
+    doc = run_doc()
+    got = verdicts(doc)
+    assert got["seed_scrape"].verdict == report.MET and got["seed_step"].verdict == report.MET
+    assert got["seed_scrape"].measured == (
+        "dump 40 ms (30 ms of engine CPU in 300 steps), scrape 60 ms (30 ms of engine CPU in 300 steps)"
+    )
+    assert (
+        got["seed_step"].measured
+        == "longest step: dump 0.60 ms (thread CPU 0.90), scrape 0.80 ms (thread CPU 0.80)"
+    )
+    st = doc["scale"]["rungs"][2]["steady"]
+    st["metrics_scrape"] = stats_job(890.0, 5200, 5.2)
+    got = verdicts(doc)
+    assert got["seed_scrape"].verdict == report.NOT_MET and got["seed_step"].verdict == report.NOT_MET
+    assert "scrape 5.20 ms" in got["seed_step"].measured
+    # Only the largest rung counts: a smaller one's slow scrape is not the 4096 row's.
+    doc["scale"]["rungs"][2]["steady"]["metrics_scrape"] = stats_job(60.0, 800, 0.8)
+    doc["scale"]["rungs"][1]["steady"]["metrics_scrape"] = stats_job(900.0, 9000, 9.0)
+    assert verdicts(doc)["seed_scrape"].verdict == report.MET
+    # With a measurement apart from the peers' interrupts, that is the one judged.
+    doc["scale"]["rungs"][2]["steady"]["metrics_scrape"] = stats_job(60.0, 5200, 5.2)
+    doc["scale"]["quiet_stats"] = {
+        "sessions": 4096, "rounds": [{}] * 3, "step_max_us": 900, "step_cpu_max_us": 880,
+        "witness": {"stall_ms": 0.2},
+    }  # fmt: skip
+    t = verdicts(doc)["seed_step"]
+    assert t.verdict == report.MET
+    assert t.measured.startswith("no peer, 4096 sessions, 3 dumps and scrapes: 0.90 ms (thread CPU 0.88")
+    assert "under the peers' traffic: dump 0.60 ms (thread CPU 0.90), scrape 5.20 ms" in t.measured
+    doc["scale"]["quiet_stats"] |= {"step_max_us": 3000, "witness": {"stall_ms": 2.5}}
+    assert verdicts(doc)["seed_step"].verdict == report.NOT_JUDGED  # the machine stalled as long
+    doc["scale"]["quiet_stats"]["witness"] = {"stall_ms": 0.3}
+    assert verdicts(doc)["seed_step"].verdict == report.NOT_MET
+    doc["scale"]["quiet_stats"] = {"sessions": 4096, "error": "engine did not start"}
+    t = verdicts(doc)["seed_step"]
+    assert t.verdict == report.NOT_MEASURED and "engine did not start" in t.why
+    del doc["scale"]["quiet_stats"]
+    del doc["scale"]["rungs"][2]["steady"]["stats_dump"]
+    got = verdicts(doc)
+    assert got["seed_scrape"].verdict == report.NOT_MEASURED and "no dump or scrape" in got["seed_scrape"].why
+    assert got["seed_step"].verdict == report.NOT_MEASURED
 
 
 def test_the_cold_packet_is_judged_against_the_bare_reflector_of_the_same_windows() -> None:

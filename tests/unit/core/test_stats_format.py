@@ -136,10 +136,12 @@ def test_a_dump_is_encoded_a_slice_of_sessions_at_a_time_into_json_dumps_own_byt
             next(steps)
             yielded += 1
         except StopIteration as done:
-            data = done.value
+            pieces = done.value
             break
+    data = b"".join(pieces)
     assert data == (json.dumps(doc) + "\n").encode()
     assert yielded == -(-n // 4)  # one step per slice of four sessions
+    assert len(pieces) == yielded + 2  # the head, a piece a slice, the tail: no step joins them all
     assert json.loads(data)["sessions"] == sessions
 
 
@@ -149,6 +151,18 @@ def test_a_write_goes_a_chunk_per_step_and_only_the_rename_shows_it(tmp_path):
     steps = write_atomic_steps(path, b"0123456789", chunk=4)
     next(steps)
     assert _tmp_name(path).read_bytes() == b"0123" and path.read_bytes() == b"old"
+    next(steps)
+    assert _tmp_name(path).read_bytes() == b"01234567"
+    with pytest.raises(StopIteration):
+        next(steps)
+    assert path.read_bytes() == b"0123456789" and not _tmp_name(path).exists()
+
+
+def test_pieces_are_written_a_chunk_per_step_across_their_boundaries(tmp_path):
+    path = tmp_path / "stats.json"
+    steps = write_atomic_steps(path, [b"01", b"2345", b"", b"6789"], chunk=4)
+    next(steps)
+    assert _tmp_name(path).read_bytes() == b"0123"  # two pieces in one step, cut at the chunk
     next(steps)
     assert _tmp_name(path).read_bytes() == b"01234567"
     with pytest.raises(StopIteration):

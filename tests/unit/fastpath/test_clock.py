@@ -461,3 +461,58 @@ def test_a_successor_keeps_the_courier_its_predecessor_left_running() -> None:
     loop2 = _Loop()
     Clock(SimpleNamespace(), fp, loop2, budget=25_000)  # type: ignore[arg-type]
     assert loop2.injected == [(COURIER, 9)] and loop2.classes == {COURIER: COURIER_PERIOD_NS}
+
+
+def _walked(clock: Clock) -> tuple[set[int], set[int]]:
+    """What the document counted by walking every Tick before the counts were kept."""
+    clocked = {s for s, t in clock.ticks.items() if t.running and s != COURIER}
+    return clocked, {s for s, t in clock.ticks.items() if t.held_ns and not t.running}
+
+
+def test_the_counts_kept_as_clocks_change_agree_with_a_walk_of_every_tick() -> None:
+    """Up, Down and back within the hold, Down (held), refused over the budget, held out,
+    removed, re-added: after each, the kept sets equal the walk and the document reports
+    their sizes."""
+    clock, _loop, _cfg = _clock(budget=250)  # two sessions at 10 ms
+    now = [1_000]
+    clock.now_ns = lambda: now[0]
+    entries = _three_up(clock)
+    seen = []
+
+    def check() -> None:
+        assert (clock.clocked, clock.held) == _walked(clock)
+        doc: dict = {}
+        clock.document(doc)
+        k = doc["kernel_clock"]
+        assert (k["clocked_sessions"], k["held_shares"]) == (len(clock.clocked), len(clock.held))
+        seen.append((len(clock.clocked), len(clock.held)))
+
+    check()
+    # Down and back within the hold: the session takes its held share again.
+    entries[0].session.detection_expired(50_000)
+    clock.serviced(entries[0])
+    check()
+    _up(entries[0])
+    clock.serviced(entries[0])
+    check()
+    for n in range(3):
+        entries[n % 2].session.detection_expired(100_000 * (n + 1))
+        clock.serviced(entries[n % 2])
+        check()
+        clock.serviced(entries[2])  # refused while the share is held
+        check()
+        now[0] += SHARE_HOLD_NS
+        clock.serviced(entries[2])  # the hold ran out: the waiting session takes the share
+        check()
+        _up(entries[n % 2])
+        clock.serviced(entries[n % 2])  # over the budget now
+        check()
+        clock.removed(entries[2])
+        check()
+        entries[2] = _entry()
+        entries[2].slot = 2
+        _up(entries[2])
+        clock.added(entries[2])
+        check()
+    # The walk moved both ways, so agreeing was not agreeing on nothing.
+    assert {c for c, _ in seen} >= {1, 2} and {h for _, h in seen} >= {0, 1}

@@ -7,9 +7,13 @@ import socket
 import time
 
 import pytest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
 
+from xdp_bfd.core.stats_format import run_steps
 from xdp_bfd.stats import metrics
+from xdp_bfd.stats.exposition import session_series
 from xdp_bfd.stats.metrics import exposition_text, parse_listen, reach
 
 
@@ -303,3 +307,63 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_an_answer_in_pieces_goes_a_slice_a_turn_and_arrives_whole_in_order():
+    """A client that reads at once still gets no more than SEND_SLICE a turn of the loop."""
+    loop = _RecordingLoop()
+    server = metrics.MetricsServer(loop, "127.0.0.1:" + str(_free_port()))
+    try:
+        client, conn = _connected(server, rcvbuf=8 << 20)
+        pieces = [bytes([65 + i]) * (100_000 + i) for i in range(6)] + [b"", b"end"]
+        server._send(conn, pieces)
+        client.settimeout(5)
+        got, turns = bytearray(), 0
+        while conn in server.sending:
+            assert turns < 100
+            turns += 1
+            got += _drain(client)
+            loop.callbacks[conn][0](0)
+        got += _drain(client)
+        while not got.endswith(b"end"):
+            got += client.recv(1 << 20)
+        assert bytes(got) == b"".join(pieces)
+        assert turns >= len(got) // metrics.SEND_SLICE  # one slice a turn, not everything at once
+        assert client.recv(1) == b""
+        client.close()
+    finally:
+        server.close()
+
+
+def _drain(client: socket.socket) -> bytes:
+    """What the client has been sent so far, without waiting for more."""
+    out = bytearray()
+    client.setblocking(False)
+    try:
+        while chunk := client.recv(1 << 20):
+            out += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        client.settimeout(5)
+    return bytes(out)
+
+
+def test_the_engine_wide_families_written_a_few_a_step_are_prometheus_clients_own_text():
+    doc = _doc({"connected": True, "timers_reports": 3, "refused": 1}) | {
+        "counters": {"drop": {"bad_ttl": 2, "short": 1}, "xdp_tx": 5, "xdp_pass": 6, "echo_tx": 7},
+        "kernel_clock": {"counters": {"tick": 9, "tick_sent": 8}, "clocked_sessions": 2},
+        "loop_lag": {"buckets": [[100, 1], ["+Inf", 2]], "sum_us": 300, "background": {"step_max_us": 900}},
+    }
+    collector = metrics.StatsCollector()
+    collector.doc = doc
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    whole = generate_latest(registry).decode()
+    assert len(list(collector.collect())) > metrics.ENGINE_FAMILIES_PER_STEP  # more than one step's worth
+    out: list[str] = []
+    steps = metrics.exposition(doc, out)
+    n = sum(1 for _ in steps)
+    sessions: list[str] = []
+    run_steps(session_series([], sessions))
+    assert "".join(out) == whole + "".join(sessions) and n > 2
