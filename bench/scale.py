@@ -240,7 +240,7 @@ def run_quiet_stats(bed: Bed, n: int, interval_ms: int, *, rounds: int = 3) -> d
 
     Under the peers' traffic (every rung) this kernel charges the softirqs that
     carry it to whatever step they interrupt (no IRQ time accounting): at 4096
-    sessions a step of 0.25 ms came out at 2-6 ms. Here the same engine holds
+    sessions a step of 0.2 ms came out at up to 2.7 ms. Here the same engine holds
     ``n`` sessions that stay Down (nobody answers; each sends once a second), so a
     step is the document's, the JSON's and the exposition's work. The reference
     stream (the bed's witness) over the same span says whether the machine was quiet.
