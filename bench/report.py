@@ -714,30 +714,31 @@ def _t_seed_detection(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]
     return out
 
 
+def _rung_4096(doc: dict[str, Any], perr: dict[str, str]) -> tuple[dict[str, Any] | None, str]:
+    """The largest rung of at least 4096 sessions, or why it cannot be read ("" with no rung
+    when the scale part ran without it: the caller names what is missing)."""
+    if not [n for n, _ in _planned_rungs(doc) if n >= 4096]:
+        return None, "no 4096-session rung in this profile"
+    rungs = [r for r in (doc.get("scale") or {}).get("rungs", []) if r.get("sessions", 0) >= 4096]
+    if not rungs:
+        return None, f"the scale part stopped: {_short(perr['scale'])}" if "scale" in perr else ""
+    r = rungs[-1]
+    return r, _short(r["error"]) if "error" in r else ""
+
+
 def _t_seed_mass(doc: dict[str, Any], perr: dict[str, str]) -> Target:
     """Every peer silent at once at the largest rung (4096): every expiry reported and every
     session's Down on the wire within the bounds past detection (p50 for the mean)."""
-    rungs = [r for r in (doc.get("scale") or {}).get("rungs", []) if r.get("sessions", 0) >= 4096]
-    planned = [n for n, _ in _planned_rungs(doc) if n >= 4096]
     key = "seed_detect_4096"
     name = (
         f"every peer silent at once at 4096 sessions: every Down on the wire, overshoot "
         f"p50 ≤ {SEED_OVERSHOOT_MEAN_MS:g}, max ≤ {SEED_OVERSHOOT_MAX_MS:g} ms"
     )
     empty = [("p50", None, " ms", 2), ("max", None, " ms", 2), ("Downs", None, "", 0)]
-    if not planned:
-        return _not_measured(key, name, "no 4096-session rung in this profile", empty)
-    r = rungs[-1] if rungs else None
+    r, why = _rung_4096(doc, perr)
     sil = (r or {}).get("silence")
-    if r is None or "error" in r or not sil:
-        why = (
-            f"the scale part stopped: {_short(perr['scale'])}"
-            if "scale" in perr and r is None
-            else _short(r["error"])
-            if r and "error" in r
-            else "no mass silence in this run"
-        )
-        return _not_measured(key, name, why, empty)
+    if r is None or why or not sil:
+        return _not_measured(key, name, why or "no mass silence in this run", empty)
     n, wire = r["sessions"], sil.get("wire") or {}
     ov = wire.get("overshoot_ms") or {}
     p50, mx, downs = ov.get("p50"), ov.get("max"), wire.get("downs_seen")
@@ -821,28 +822,16 @@ def _t_seed_stats(doc: dict[str, Any], perr: dict[str, str]) -> list[Target]:
     background step (the document, its exposition or JSON) holding the loop over its bound.
     The steps are the engine's own account (loop_lag.background); the dump's job is the one
     before it, of the same size (bench/scale.py)."""
-    rungs = [r for r in (doc.get("scale") or {}).get("rungs", []) if r.get("sessions", 0) >= 4096]
-    planned = [n for n, _ in _planned_rungs(doc) if n >= 4096]
     specs = [
         ("seed_scrape", f"stats at 4096 sessions: a scrape answered within {SEED_SCRAPE_MS:g} ms"),
         ("seed_step", f"stats at 4096 sessions: no background step over {SEED_STEP_MS:g} ms of loop time"),
     ]
     empty = [("max", None, " ms", 1)]
-    r = rungs[-1] if rungs else None
+    r, why = _rung_4096(doc, perr)
     st = (r or {}).get("steady") or {}
     dump, scrape = st.get("stats_dump") or {}, st.get("metrics_scrape") or {}
-    why = (
-        "no 4096-session rung in this profile"
-        if not planned
-        else f"the scale part stopped: {_short(perr['scale'])}"
-        if "scale" in perr and r is None
-        else _short(r["error"])
-        if r and "error" in r
-        else "no dump or scrape in this run"
-        if not dump.get("wall_s") or not scrape.get("wall_s")
-        else ""
-    )
-    if why:
+    if why or not dump.get("wall_s") or not scrape.get("wall_s"):
+        why = why or "no dump or scrape in this run"
         return [_not_measured(key, name, why, empty) for key, name in specs]
     jobs = [(label, x.get("engine_job") or {}) for label, x in (("dump", dump), ("scrape", scrape))]
 

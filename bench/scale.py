@@ -962,7 +962,10 @@ def main() -> int:
             for n, ms in quiet:
                 print(f"-- stats at {n} sessions, no peer", flush=True)
                 doc["quiet_stats"] = q = run_quiet_stats(bed, n, ms)
-                print(f"   longest step {q.get('step_max_us')} us (thread CPU {q.get('step_cpu_max_us')})")
+                print(
+                    f"   longest step {q.get('step_max_us')} us (thread CPU {q.get('step_cpu_max_us')})",
+                    flush=True,
+                )
             for n in bfdd_rungs:
                 print(f"-- bfdd: {n} sessions at 3x{args.bfdd_interval_ms} ms", flush=True)
                 r = run_bfdd_rung(bed, n, args.bfdd_interval_ms)
