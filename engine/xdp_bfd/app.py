@@ -137,6 +137,8 @@ def run(args: Options) -> int:
         if started is not None and started.state is not None:
             started.restore([cfg for cfg, _origin in sessions])
             engine.mark("sessions restored")
+        if started is not None:
+            started.attached()  # a takeover's swap ran beside the restore
         # After a takeover's sessions are back (a reflector that names one of them is
         # refused), before any new session allocates a discriminator.
         engine.set_reflectors(engine.check_reflectors(file_reflectors, str(args.sessions or "")))
@@ -179,20 +181,26 @@ def run(args: Options) -> int:
                 engine.add_closer(MetricsServer(engine, args.metrics).close)
             except (OSError, ValueError) as e:
                 raise EngineError(f"--metrics {args.metrics}: {getattr(e, 'strerror', None) or e}") from None
-        # One stats document built now: first calls (bcc's table objects,
-        # /proc reads, lazy imports) cost most, and would otherwise fall on
-        # the first SIGUSR1, under the reservation.
-        engine.stats()
-        engine.mark("stats warmed")
+        took_over = started is not None and started.state is not None
+        if not took_over:
+            # One stats document built now: first calls (bcc's table objects,
+            # /proc reads, lazy imports) would otherwise fall on the first
+            # SIGUSR1, under the reservation. Not in a takeover: there it cost
+            # a whole document on the request -> serving path for a first build
+            # that costs hardly more than the next (docs/benchmarks.md).
+            engine.stats()
         # Everything made so far (bcc's tables, the compiled program's
         # metadata, the sessions) lives as long as the engine: out of the
         # collector's sight, a full collection scans only what came since.
         # Without it one collection took tens of milliseconds of loop time
         # under the reservation (docs/benchmarks.md), enough for a
         # userspace-sent session to miss its detection time. With the fast
-        # path, what the compile made was frozen before a takeover's request
-        # (pin.startup.settle_after_compile): this walks only what came since.
-        gc.collect()
+        # path, what the compile made was collected and frozen before a
+        # takeover's request (pin.startup.settle_after_compile); after the
+        # request a collection walks every restored session to find a few
+        # dozen unreachable objects, so a takeover freezes those with the rest.
+        if not took_over:
+            gc.collect()
         gc.freeze()
         footprint.trim_heap()
         engine.mark("memory settled")

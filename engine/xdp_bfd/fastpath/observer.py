@@ -69,7 +69,7 @@ class Offload:
         self.pass_hold_us = fp.abi.constants["BFD_PASS_HOLD_IDLE_NS"] // 1000
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
         self.slots = fp.slots
-        self.ifindexes = {a.ifname: a.ifindex for a in fp.program.attached}
+        self.ifindexes = fp.program.interfaces()  # a takeover's swap may still be under way (Swap)
         # slot -> the Down sent ahead for a reported expiry (None: none could be), from the read
         # that reported it to the session's own handling.
         self.ahead: dict[int, bytes | None] = {}

@@ -12,9 +12,12 @@ import ctypes
 import logging
 import os
 import socket
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..core import signals
 from .abi import Abi
 from .errors import KernelError
 from .gate import SWEEP_TICK_NS
@@ -77,8 +80,14 @@ class Program:
         except Exception as e:
             raise KernelError(f"cannot load the XDP program: {e}") from None
         self.attached: list[Attachment] = []
+        self.swap: Swap | None = None
 
     # -- attach ---------------------------------------------------------------
+
+    def interfaces(self) -> dict[str, int]:
+        """ifname -> ifindex of every interface the program is attached to, or being swapped onto."""
+        swapping = self.swap.ifindexes if self.swap is not None else {}
+        return {**swapping, **{a.ifname: a.ifindex for a in self.attached}}
 
     def attach(self, ifname: str, mode: str, *, replace: bool = False) -> Attachment:
         """``replace``: swap our program in over one already there (a takeover), no gap."""
@@ -175,6 +184,8 @@ class Program:
                 self.bpf.open_perf_events[key] = fds
 
     def close(self) -> None:
+        if self.swap is not None:
+            self.swap.wait(raise_error=False)  # what it attached is detached with the rest
         for att in self.attached:
             with contextlib.suppress(Exception):
                 self._bcc.BPF.remove_xdp(att.ifname, att.flags)
@@ -206,3 +217,52 @@ class Program:
 
 
 __all__ = ["SPREAD_QSIZE", "XDP_FLAGS_DRV_MODE", "XDP_FLAGS_SKB_MODE", "Attachment", "Program"]
+
+
+class Swap:
+    """A takeover's sweep started and program swapped in over the running one, in a thread of its own.
+
+    Both wait in the kernel for what the old engine's exit left (RCU grace
+    periods): 8-24 ms on this machine's veths for 0.2 ms of CPU, whichever of
+    the two comes first (docs/benchmarks.md). On the way from the request to
+    serving, that wait now overlaps the sessions' restore, which depends on
+    neither: the maps are the same (the layout was checked before the
+    request), and the programs only read what the restore writes. Made before
+    the thread starts: the interface indexes, so an interface that is gone
+    fails at once, and the Offload knows them while the swap is under way.
+    """
+
+    def __init__(self, program: Program, ifnames: Sequence[str], mode: str) -> None:
+        self.program, self.mode = program, mode
+        self.ifindexes: dict[str, int] = {}
+        for ifname in ifnames:
+            try:
+                self.ifindexes[ifname] = socket.if_nametoindex(ifname)
+            except OSError:
+                raise KernelError(f"--kernel-tx: no interface {ifname}") from None
+        self.error: KernelError | None = None
+        self.thread = threading.Thread(target=self._run, name="xdp-swap", daemon=True)
+        program.swap = self
+
+    def start(self) -> None:
+        # Started with the caught signals blocked, a mask the thread keeps: every
+        # signal goes to the loop's thread, and none interrupts a netlink call here.
+        with signals.held():
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.program.start_sweep()
+            for ifname in self.ifindexes:
+                self.program.attach(ifname, self.mode, replace=True)
+        except KernelError as e:
+            self.error = e
+        except Exception as e:  # anything else: reported by wait(), in the loop's thread
+            self.error = KernelError(f"cannot attach XDP: {e}")
+
+    def wait(self, *, raise_error: bool = True) -> None:
+        """Until every interface has the program; its error, if one failed."""
+        if self.thread.ident is not None:  # started
+            self.thread.join()
+        if raise_error and self.error is not None:
+            raise self.error

@@ -32,6 +32,7 @@ from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
 from ..fastpath.loop import ShapedLoop, load_netlink, remove_loop
 from ..fastpath.observer import Offload
+from ..fastpath.program import Swap
 from ..fastpath.sbfd import Reflector
 from ..session import SessionConfig
 from . import directory, fdpass, handover, packet_sockets, session_sockets
@@ -77,10 +78,29 @@ class Started:
     marks: list[tuple[str, int]] = field(default_factory=list)
     # The predecessor's session sockets (session_sockets.py), taken by the restore.
     sockets: session_sockets.Passed | None = None
+    # The program swapped in over the one already attached (fastpath.program.Swap): see attached().
+    swap: Swap | None = None
 
     def mark(self, phase: str) -> None:
         if self.marks:
             self.marks.append((phase, time.monotonic_ns()))
+
+    def attached(self) -> None:
+        """Once the program is on every interface: the owner record says this engine runs.
+
+        With a swap (a takeover, a replacement) that is when its thread is done,
+        which the app waits for once the sessions are in, before it says ready.
+        """
+        if self.swap is None:
+            return
+        try:
+            self.swap.wait()
+        except KernelError as e:
+            raise EngineError(str(e)) from None
+        fp = self.offload.fp
+        if fp.pinned is not None:
+            fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.RUNNING, 0)
+        self.mark("attached")
 
     def restore(self, configs: Iterable[SessionConfig] = ()) -> None:
         """Recreate the handed-over sessions in the host (same discriminators, slots, ports).
@@ -208,13 +228,17 @@ def start_fast_path(
                 log.info("kernel-tx: spread-pass: non-BFD traffic spread over %d CPUs by flow hash", n)
             except KernelError as e:
                 log.warning("kernel-tx: spread-pass unavailable (%s); non-BFD traffic stays on the RX CPU", e)
-        for ifname in args.kernel_tx:
-            fp.program.attach(ifname, args.xdp_mode, replace=plan is not None and plan.kind != "fresh")
-        fp.program.start_sweep()
-        if marks:
-            marks.append(("attached", time.monotonic_ns()))
-        if fp.pinned is not None:
-            fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.RUNNING, 0)
+        swap = None
+        if plan is not None and plan.kind != "fresh":
+            # Over a program already there: started once the transmit clock's loop
+            # is taken (below), it runs beside the restore (Started.attached).
+            swap = Swap(fp.program, args.kernel_tx, args.xdp_mode)
+        else:
+            for ifname in args.kernel_tx:
+                fp.program.attach(ifname, args.xdp_mode)
+            fp.program.start_sweep()
+            if fp.pinned is not None:
+                fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.RUNNING, 0)
     except (KernelError, HandoverError) as e:
         raise EngineError(str(e)) from None
     offload = Offload(host, fp)
@@ -256,4 +280,8 @@ def start_fast_path(
         host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
-    return Started(host, offload, clock, reflector, handed, predecessor, marks, passed)
+    if swap is not None:
+        # Last: the swap holds the kernel's netlink lock while it waits, and the
+        # clock's loop is taken over netlink above.
+        swap.start()
+    return Started(host, offload, clock, reflector, handed, predecessor, marks, passed, swap=swap)

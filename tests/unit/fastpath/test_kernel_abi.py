@@ -387,7 +387,7 @@ def _fast_path(a: abi.Abi, writes: list[dict], downs: list | None = None) -> Sim
     )
     return SimpleNamespace(
         abi=a,
-        program=SimpleNamespace(attached=[]),
+        program=SimpleNamespace(attached=[], interfaces=dict),
         gate=SimpleNamespace(deadman_ns=0, heartbeat=lambda _ns: None),
         events=_Events({"event_layout": SimpleNamespace(Leaf=None)}),
         slots=SimpleNamespace(
