@@ -203,7 +203,7 @@ class FakeHost:
         sock: socket.socket | None = None,
         ifindex: int | None = None,
     ) -> Entry:
-        session = Session.restore(config, state, now_us=self.now, rng=self.rng)
+        session = Session.restore(config, state, rng=self.rng)
         wire = Wire(sport)
         wire.adopted = sock  # the predecessor's socket it was given, if any
         entry = Entry(session, wire, origin)

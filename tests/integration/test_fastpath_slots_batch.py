@@ -1,4 +1,4 @@
-"""Slots.batched_cfg: a takeover's configuration writes, held and made in one batch on the real map."""
+"""Slots.batched: a takeover's configuration and index writes, held and made in one batch a map."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _discr(fp: FastPath, slot: int) -> int:
 def test_the_writes_land_together_when_the_block_ends(fp):
     slots = fp.slots
     last = SESSIONS - 1
-    with slots.batched_cfg():
+    with slots.batched():
         for slot in (0, 5, last):
             slots.write_cfg(slot, _kcfg(100 + slot))
         slots.write_cfg(5, _kcfg(206))  # written twice in the block: the last one counts
@@ -53,7 +53,38 @@ def test_the_writes_land_together_when_the_block_ends(fp):
 
 
 def test_the_writes_are_made_when_the_block_raises(fp):
-    with pytest.raises(RuntimeError), fp.slots.batched_cfg():
+    with pytest.raises(RuntimeError), fp.slots.batched():
         fp.slots.write_cfg(2, _kcfg(102))
         raise RuntimeError("a restore that failed half-way")
     assert _discr(fp, 2) == 102
+
+
+def _index(fp: FastPath, peer: str, discr: int) -> list[int | None]:
+    """The slot each of the three indexes gives for a single-hop session to ``peer`` (None: no entry)."""
+    keys = fp.slots._index_keys(
+        local=None, peer=ipaddress.ip_address(peer), ifindex=0, multihop=False, discr=discr
+    )
+    out: list[int | None] = []
+    for table, key in keys:
+        try:
+            out.append(int(table[key].value))
+        except KeyError:
+            out.append(None)
+    return out
+
+
+def test_index_writes_are_held_too_and_an_uninstall_drops_its_own(fp):
+    slots = fp.slots
+    with slots.batched():
+        slots.install(3, local=None, peer=ipaddress.ip_address("10.0.0.3"), ifindex=0, multihop=False,
+                      discr=103)  # fmt: skip
+        slots.install(4, local=None, peer=ipaddress.ip_address("10.0.0.4"), ifindex=0, multihop=False,
+                      discr=104)  # fmt: skip
+        slots.uninstall(4, local=None, peer=ipaddress.ip_address("10.0.0.4"), ifindex=0, multihop=False,
+                        discr=104)  # fmt: skip
+        assert _index(fp, "10.0.0.3", 103) == [None, None, None]  # held
+    assert _index(fp, "10.0.0.3", 103) == [3, 3, 3]
+    assert _index(fp, "10.0.0.4", 104) == [None, None, None]  # uninstalled in the block: not brought back
+    # Outside a block an install is made at once.
+    slots.install(5, local=None, peer=ipaddress.ip_address("10.0.0.5"), ifindex=0, multihop=False, discr=105)
+    assert _index(fp, "10.0.0.5", 105) == [5, 5, 5]

@@ -231,7 +231,7 @@ class Engine:
         sock: socket.socket | None = None,
         ifindex: int | None = None,
     ) -> Entry:
-        session = Session.restore(config, state, now_us=now_us(), rng=self.rng)
+        session = Session.restore(config, state, rng=self.rng)
         session.demand_poll_us = self.demand_poll_us
         entry = Entry(session, self._transmitter(config, sport, sock, ifindex), origin)
         self.table.insert(entry)

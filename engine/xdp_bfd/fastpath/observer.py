@@ -13,6 +13,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from ..core import links
@@ -65,6 +66,9 @@ class Offload:
         self.host, self.fp = host, fp
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
+        # The same flags as plain ints for serviced(): an IntFlag's | costs about 2 us, and every
+        # service of a session ORs several (a takeover's successor services a thousand at once).
+        self.cfg_bits = SimpleNamespace(**{m.name: int(m) for m in fp.abi.CfgFlag})
         self.control_len, self.pkt_max = fp.abi.control_len, fp.abi.pkt_max
         self.pass_hold_us = fp.abi.constants["BFD_PASS_HOLD_IDLE_NS"] // 1000
         self.by_slot: dict[int, int] = {}  # slot -> local discriminator
@@ -217,7 +221,7 @@ class Offload:
                 self.down_for[entry.slot] = (entry.epoch, cfg)
         entry.detect_armed = detect
         ktx = self._ktx_eligible(entry)
-        f = self.cfg_flag
+        f = self.cfg_bits
         flags = f.ACTIVE
         if s.state == State.UP:
             flags |= f.ECHO  # a peer echoes only over an Up session

@@ -48,7 +48,8 @@ class Slots:
         self._free: list[int] = []
         self._used: set[int] = set()
         self._named: dict[int, int] = {}  # low bits -> the slot discr_slot gives them to
-        self._batch: dict[int, Any] | None = None  # slot -> configuration, while batched_cfg() holds them
+        self._batch: dict[int, Any] | None = None  # slot -> configuration, while batched() holds them
+        self._indexed: list[tuple[Any, Any, Any]] | None = None  # (table, key, value), while batched()
 
     @property
     def nslots(self) -> int:
@@ -94,16 +95,23 @@ class Slots:
         return [(self.sessions, k), (self.by_discr, self.by_discr.Key(discr)), (self.echo_peers, e)]
 
     def install(self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int) -> None:
-        for table, key in self._index_keys(
-            local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
-        ):
-            table[key] = ctypes.c_uint32(slot)
+        writes = [
+            (table, key, ctypes.c_uint32(slot))
+            for table, key in self._index_keys(
+                local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
+            )
+        ]
         low = discr & self.discr_mask
         if low != slot and self._named.get(low, slot) == slot:
             # Not its own slot (bfdd numbered it): the low bits lead there unless taken. An
             # entry an engine before us left is harmless: XDP checks the slot's discriminator.
             self._named[low] = slot
-            self.discr_slot[self.discr_slot.Key(low)] = ctypes.c_uint32(slot + 1)
+            writes.append((self.discr_slot, self.discr_slot.Key(low), ctypes.c_uint32(slot + 1)))
+        if self._indexed is not None:
+            self._indexed += writes
+            return
+        for table, key, value in writes:
+            table[key] = value
 
     def uninstall(
         self, slot: int, *, local: Any, peer: Any, ifindex: int, multihop: bool, discr: int
@@ -111,13 +119,16 @@ class Slots:
         if self._batch is not None:
             self._batch.pop(slot, None)
         self.cfg[self.cfg.Key(slot)] = self.cfg.Leaf()
+        keys = self._index_keys(local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr)
         low = discr & self.discr_mask
+        if self._indexed:
+            # Held writes of these keys would bring them back when the block ends.
+            gone = {(id(t), bytes(k)) for t, k in [*keys, (self.discr_slot, self.discr_slot.Key(low))]}
+            self._indexed = [w for w in self._indexed if (id(w[0]), bytes(w[1])) not in gone]
         if self._named.get(low) == slot:
             del self._named[low]
             self.discr_slot[self.discr_slot.Key(low)] = ctypes.c_uint32(0)
-        for table, key in self._index_keys(
-            local=local, peer=peer, ifindex=ifindex, multihop=multihop, discr=discr
-        ):
+        for table, key in keys:
             with contextlib.suppress(KeyError):
                 del table[key]
         self._used.discard(slot)
@@ -146,33 +157,42 @@ class Slots:
         self.down_pkt[self.down_pkt.Key(slot)] = leaf
 
     @contextlib.contextmanager
-    def batched_cfg(self) -> Iterator[None]:
-        """Configuration writes held and made in one ``BPF_MAP_UPDATE_BATCH`` when the block ends.
+    def batched(self) -> Iterator[None]:
+        """Configuration and index writes held, made in one ``BPF_MAP_UPDATE_BATCH`` a map at the end.
 
-        A takeover's successor writes the configuration of every session it
-        adopts, and a syscall each was a tenth of its restore at 1024 sessions
-        (docs/benchmarks.md). Until the block ends the kernel keeps what the
-        slot had (the predecessor's, the same unless something changed); the
-        writes are made even if the block raises.
+        A takeover's successor writes the configuration and the indexes of
+        every session it adopts: a system call each, four or five a session,
+        and the configuration's alone were a tenth of its restore at 1024
+        sessions (docs/benchmarks.md). Until the block ends the kernel keeps
+        what the maps had (the predecessor's, the same unless something
+        changed); the writes are made even if the block raises. An uninstall
+        in the block is made at once, and drops what is held for its slot and
+        its keys.
         """
-        self._batch = {}
+        self._batch, self._indexed = {}, []
         try:
             yield
         finally:
             batch, self._batch = self._batch, None
-            self._write_batch(batch)
+            indexed, self._indexed = self._indexed, None
+            self._write_batch(self.cfg, list(batch.items()))
+            by_table: dict[int, tuple[Any, list[tuple[Any, Any]]]] = {}
+            for table, key, value in indexed:
+                by_table.setdefault(id(table), (table, []))[1].append((key, value))
+            for table, items in by_table.values():
+                self._write_batch(table, items)
 
-    def _write_batch(self, batch: dict[int, Any]) -> None:
-        if not batch:
+    def _write_batch(self, table: Any, items: list[tuple[Any, Any]]) -> None:
+        if not items:
             return
-        n = len(batch)
-        keys = (self.cfg.Key * n)(*(self.cfg.Key(slot) for slot in batch))
-        values = (self.cfg.Leaf * n)(*batch.values())
+        n = len(items)
+        keys = (table.Key * n)(*(k if isinstance(k, table.Key) else table.Key(k) for k, _ in items))
+        values = (table.Leaf * n)(*(v for _, v in items))
         try:
-            self.cfg.items_update_batch(keys, values)
+            table.items_update_batch(keys, values)
         except Exception:  # bcc raises a bare Exception: a kernel without batch operations
-            for slot, leaf in batch.items():
-                self.cfg[self.cfg.Key(slot)] = leaf
+            for key, value in items:
+                table[key if isinstance(key, table.Key) else table.Key(key)] = value
 
     def read_state(self, slot: int) -> Any:
         """A copy of the slot's kernel view, read from the mapped map (fastpath/mapped.py)."""

@@ -220,7 +220,7 @@ def _handed(sports: list[int]) -> state.Handed:
 
 class _Offload:
     def __init__(self) -> None:
-        self.slots = SimpleNamespace(adopt=lambda n, used: None, batched_cfg=contextlib.nullcontext)
+        self.slots = SimpleNamespace(adopt=lambda n, used: None, batched=contextlib.nullcontext)
 
     def adopted(self, entry) -> None:
         pass

@@ -143,7 +143,7 @@ def test_round_trip_up_polling_and_authenticated_sessions() -> None:
         want = dict(zip(Session.STATE_FIELDS, s.export(), strict=True))
         assert r.state == want
         assert [type(v) for v in r.state.values()] == [type(v) for v in want.values()]
-        restored = Session.restore(replace(r.config, auth=s.config.auth), r.state, now_us=5_000)
+        restored = Session.restore(replace(r.config, auth=s.config.auth), r.state)
         assert restored._xmit_seq == s._xmit_seq  # the authentication sequence carries over
     assert handed.sessions[1].state["_poll_active"] is True
     assert handed.sessions[0].last_rx_raw == host.sessions[7].last_rx_raw  # no auth: kept
@@ -172,7 +172,7 @@ def test_encode_is_json_of_lists_behind_the_header() -> None:
 
 class _Offload:
     def __init__(self) -> None:
-        self.slots = SimpleNamespace(adopt=self._adopt, batched_cfg=contextlib.nullcontext)
+        self.slots = SimpleNamespace(adopt=self._adopt, batched=contextlib.nullcontext)
         self.adopted_slots: list[int] = []
         self.removed_slots: list[int] = []
         self.nslots: int | None = None

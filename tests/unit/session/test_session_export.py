@@ -44,9 +44,9 @@ def test_export_and_restore_round_trip() -> None:
     state = pickle.loads(pickle.dumps(_by_name(s)))  # plain data, as the handover carries it
     twin = random.Random()  # the jitter to come: the same draws for both
     twin.setstate(rng.getstate())
-    restored = Session.restore(s.config, state, now_us=now, rng=twin)
-    rng.getrandbits(32)  # restore() constructs first: it drew a sequence number the state overwrote
+    restored = Session.restore(s.config, state, rng=twin)
     assert restored.export() == s.export()
+    assert set(vars(restored)) == set(vars(s))  # every attribute a session has, none from __init__
     assert (restored.local_discr, restored.state, restored.config) == (s.local_discr, State.UP, s.config)
     # The two go on alike: the same timer, the same answer to the same packet.
     assert restored.get_timer() == s.get_timer()
@@ -60,5 +60,5 @@ def test_restore_keeps_the_new_configuration() -> None:
     s = make()
     bring_up(s, 0)
     other = config(detect_mult=5)
-    restored = Session.restore(other, _by_name(s), now_us=10_000)
+    restored = Session.restore(other, _by_name(s))
     assert restored.config == other and restored.remote_discr == s.remote_discr
