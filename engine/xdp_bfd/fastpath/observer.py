@@ -66,8 +66,8 @@ class Offload:
         self.host, self.fp = host, fp
         # The engine<->kernel values, as the header this build compiled defines them.
         self.cfg_flag, self.event = fp.abi.CfgFlag, fp.abi.Event
-        # The same flags as plain ints for serviced(): an IntFlag's | costs about 2 us, and every
-        # service of a session ORs several (a takeover's successor services a thousand at once).
+        # The same flags as plain ints for serviced(): an IntFlag's | costs many times an int's, and
+        # every service of a session ORs several (a takeover's successor services a thousand at once).
         self.cfg_bits = SimpleNamespace(**{m.name: int(m) for m in fp.abi.CfgFlag})
         self.control_len, self.pkt_max = fp.abi.control_len, fp.abi.pkt_max
         self.pass_hold_us = fp.abi.constants["BFD_PASS_HOLD_IDLE_NS"] // 1000

@@ -216,15 +216,12 @@ class Program:
         return cnt, ns
 
 
-__all__ = ["SPREAD_QSIZE", "XDP_FLAGS_DRV_MODE", "XDP_FLAGS_SKB_MODE", "Attachment", "Program"]
-
-
 class Swap:
     """A takeover's sweep started and program swapped in over the running one, in a thread of its own.
 
     Both wait in the kernel for what the old engine's exit left (RCU grace
-    periods): 8-24 ms on this machine's veths for 0.2 ms of CPU, whichever of
-    the two comes first (docs/benchmarks.md). On the way from the request to
+    periods), whichever of the two comes first, and use almost no CPU while
+    they wait (docs/benchmarks.md, session 34). On the way from the request to
     serving, that wait now overlaps the sessions' restore, which depends on
     neither: the maps are the same (the layout was checked before the
     request), and the programs only read what the restore writes. Made before
@@ -266,3 +263,6 @@ class Swap:
             self.thread.join()
         if raise_error and self.error is not None:
             raise self.error
+
+
+__all__ = ["SPREAD_QSIZE", "XDP_FLAGS_DRV_MODE", "XDP_FLAGS_SKB_MODE", "Attachment", "Program", "Swap"]

@@ -161,9 +161,8 @@ class Slots:
         """Configuration and index writes held, made in one ``BPF_MAP_UPDATE_BATCH`` a map at the end.
 
         A takeover's successor writes the configuration and the indexes of
-        every session it adopts: a system call each, four or five a session,
-        and the configuration's alone were a tenth of its restore at 1024
-        sessions (docs/benchmarks.md). Until the block ends the kernel keeps
+        every session it adopts: a system call each, four or five a session
+        (docs/benchmarks.md). Until the block ends the kernel keeps
         what the maps had (the predecessor's, the same unless something
         changed); the writes are made even if the block raises. An uninstall
         in the block is made at once, and drops what is held for its slot and
