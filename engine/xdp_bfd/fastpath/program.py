@@ -91,10 +91,7 @@ class Program:
 
     def attach(self, ifname: str, mode: str, *, replace: bool = False) -> Attachment:
         """``replace``: swap our program in over one already there (a takeover), no gap."""
-        try:
-            ifindex = socket.if_nametoindex(ifname)
-        except OSError:
-            raise KernelError(f"--kernel-tx: no interface {ifname}") from None
+        ifindex = _ifindex(ifname)
         driver = driver_of(ifname)
         reason = f"driver {driver or 'unknown'}"
         if mode == "auto":
@@ -216,6 +213,13 @@ class Program:
         return cnt, ns
 
 
+def _ifindex(ifname: str) -> int:
+    try:
+        return socket.if_nametoindex(ifname)
+    except OSError:
+        raise KernelError(f"--kernel-tx: no interface {ifname}") from None
+
+
 class Swap:
     """A takeover's sweep started and program swapped in over the running one, in a thread of its own.
 
@@ -231,12 +235,7 @@ class Swap:
 
     def __init__(self, program: Program, ifnames: Sequence[str], mode: str) -> None:
         self.program, self.mode = program, mode
-        self.ifindexes: dict[str, int] = {}
-        for ifname in ifnames:
-            try:
-                self.ifindexes[ifname] = socket.if_nametoindex(ifname)
-            except OSError:
-                raise KernelError(f"--kernel-tx: no interface {ifname}") from None
+        self.ifindexes = {ifname: _ifindex(ifname) for ifname in ifnames}
         self.error: KernelError | None = None
         self.thread = threading.Thread(target=self._run, name="xdp-swap", daemon=True)
         program.swap = self

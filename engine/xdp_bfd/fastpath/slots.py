@@ -174,7 +174,7 @@ class Slots:
         finally:
             batch, self._batch = self._batch, None
             indexed, self._indexed = self._indexed, None
-            self._write_batch(self.cfg, list(batch.items()))
+            self._write_batch(self.cfg, [(self.cfg.Key(slot), leaf) for slot, leaf in batch.items()])
             by_table: dict[int, tuple[Any, list[tuple[Any, Any]]]] = {}
             for table, key, value in indexed:
                 by_table.setdefault(id(table), (table, []))[1].append((key, value))
@@ -185,13 +185,13 @@ class Slots:
         if not items:
             return
         n = len(items)
-        keys = (table.Key * n)(*(k if isinstance(k, table.Key) else table.Key(k) for k, _ in items))
+        keys = (table.Key * n)(*(k for k, _ in items))
         values = (table.Leaf * n)(*(v for _, v in items))
         try:
             table.items_update_batch(keys, values)
         except Exception:  # bcc raises a bare Exception: a kernel without batch operations
             for key, value in items:
-                table[key if isinstance(key, table.Key) else table.Key(key)] = value
+                table[key] = value
 
     def read_state(self, slot: int) -> Any:
         """A copy of the slot's kernel view, read from the mapped map (fastpath/mapped.py)."""
