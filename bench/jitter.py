@@ -27,6 +27,8 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import benchlib
 
@@ -61,16 +63,28 @@ def judge_tail(
     return clean, excused
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=16)
     ap.add_argument("--interval-ms", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--detect-mult", type=int, default=3, choices=(1, 2, 3, 4, 5))
-    args = ap.parse_args()
+    return ap
+
+
+def check(args: argparse.Namespace) -> str | None:
     if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600:
-        ap.error("--sessions 1-200, --seconds 1-600")
-    stamp, work, doc = benchlib.begin("jitter", vars(args))
+        return "--sessions 1-200, --seconds 1-600"
+    return None
+
+
+def budget_s(args: argparse.Namespace) -> float:
+    """How long a run may take: two compiles, the bring-up, the window and the analysis."""
+    return 240 + 2 * args.seconds + args.sessions
+
+
+def run(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    """One window between two engines into ``out["result"]``; raises on a broken premise."""
     topo = Topology()
     engines: list[EngineProcess] = []
     cap: Capture | None = None
@@ -113,61 +127,7 @@ def main() -> int:
         pkts = cap.stop()
         t1_wall = time.time()
         after = [e.stats() for e in engines]
-        ratios: list[float] = []
-        worst: list[tuple[float, str]] = []
-        band = BAND_MULT1 if args.detect_mult == 1 else BAND
-        above: list[tuple[float, float, float]] = []
-        for local, peer in pairs:
-            for src, dst in ((local, peer), (peer, local)):
-                mine = flow(pkts, src=src, dst=dst)
-                for x, y in itertools.pairwise(mine):
-                    r = (y.ts - x.ts) * 1e3 / args.interval_ms
-                    ratios.append(r)
-                    worst.append((r, f"{src}->{dst} at {y.ts:.6f}"))
-                    if r > band[1]:
-                        above.append((r, x.ts, y.ts))
-        ratios.sort()
-        inside = sum(1 for r in ratios if band[0] <= r <= band[1])
-
-        def stall_ms(t0: float, t1: float) -> float:
-            w = benchlib.witness_window(witness, t0, t1) or {}
-            return w.get("stall_ms", 0.0)  # a witness that cannot say excuses nothing
-
-        clean, excused = judge_tail(above, band[1], args.interval_ms, stall_ms)
-        sent = {
-            k: sum(
-                sum(s[k] for s in a["sessions"]) - sum(s[k] for s in b["sessions"])
-                for a, b in zip(after, before, strict=True)
-            )
-            for k in ("tick_sent", "kernel_tx_packets", "user_tx_packets", "flaps")
-        }
-        q = {
-            str(p): round(benchlib.quantile(ratios, p), 4) for p in (0.0, 0.001, 0.01, 0.5, 0.99, 0.999, 1.0)
-        }
-        doc["result"] = {
-            "intervals": len(ratios),
-            "share_in_band": round(inside / len(ratios), 6) if ratios else None,
-            "band": band,
-            "below_band": sum(1 for r in ratios if r < band[0]),
-            "above_band": len(above),
-            # Above the band while the reference stream stalled at least as long: the machine's.
-            "above_band_under_stall": excused,
-            "above_band_clean": len(clean),
-            "share_in_band_or_under_stall": round((inside + excused) / len(ratios), 6) if ratios else None,
-            "worst_clean": [f"{r:.3f} x at {t1:.6f}" for r, _t0, t1 in sorted(clean)[-3:]],
-            "witness": benchlib.witness_window(witness, t0_wall, t1_wall),
-            "quantiles_of_nominal": q,
-            "worst": [w for _r, w in sorted(worst)[:3]] + [w for _r, w in sorted(worst)[-3:]],
-            "engines": sent,
-            "clock_share": round(sent["tick_sent"] / sent["kernel_tx_packets"], 4)
-            if sent["kernel_tx_packets"]
-            else None,
-        }
-        res = doc["result"]
-        rows = [[k, v] for k, v in res.items() if not isinstance(v, dict | list)]
-        rows += [[f"{k} {q}", v] for k in ("quantiles_of_nominal", "engines") for q, v in res[k].items()]
-        rows.append(["witness stall ms (window)", (res["witness"] or {}).get("stall_ms")])
-        print(benchlib.table(["figure", "value"], rows))
+        out["result"] = _result(args, pairs, pkts, before, after, witness, (t0_wall, t1_wall))
     finally:
         if cap is not None:
             cap.stop()
@@ -176,6 +136,84 @@ def main() -> int:
         topo.close()
         if witness is not None:
             witness.close()
+
+
+def _result(  # noqa: PLR0917  (the window's parts)
+    args: argparse.Namespace,
+    pairs: list[tuple[str, str]],
+    pkts: list[Any],
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    witness: Any,
+    span: tuple[float, float],
+) -> dict[str, Any]:
+    ratios: list[float] = []
+    worst: list[tuple[float, str]] = []
+    band = BAND_MULT1 if args.detect_mult == 1 else BAND
+    above: list[tuple[float, float, float]] = []
+    for local, peer in pairs:
+        for src, dst in ((local, peer), (peer, local)):
+            mine = flow(pkts, src=src, dst=dst)
+            for x, y in itertools.pairwise(mine):
+                r = (y.ts - x.ts) * 1e3 / args.interval_ms
+                ratios.append(r)
+                worst.append((r, f"{src}->{dst} at {y.ts:.6f}"))
+                if r > band[1]:
+                    above.append((r, x.ts, y.ts))
+    ratios.sort()
+    inside = sum(1 for r in ratios if band[0] <= r <= band[1])
+
+    def stall_ms(t0: float, t1: float) -> float:
+        w = benchlib.witness_window(witness, t0, t1) or {}
+        return w.get("stall_ms", 0.0)  # a witness that cannot say excuses nothing
+
+    clean, excused = judge_tail(above, band[1], args.interval_ms, stall_ms)
+    sent = {
+        k: sum(
+            sum(s[k] for s in a["sessions"]) - sum(s[k] for s in b["sessions"])
+            for a, b in zip(after, before, strict=True)
+        )
+        for k in ("tick_sent", "kernel_tx_packets", "user_tx_packets", "flaps")
+    }
+    q = {str(p): round(benchlib.quantile(ratios, p), 4) for p in (0.0, 0.001, 0.01, 0.5, 0.99, 0.999, 1.0)}
+    return {
+        "sessions": args.sessions,
+        "interval_ms": args.interval_ms,
+        "detect_mult": args.detect_mult,
+        "intervals": len(ratios),
+        "share_in_band": round(inside / len(ratios), 6) if ratios else None,
+        "band": band,
+        "below_band": sum(1 for r in ratios if r < band[0]),
+        "above_band": len(above),
+        # Above the band while the reference stream stalled at least as long: the machine's.
+        "above_band_under_stall": excused,
+        "above_band_clean": len(clean),
+        "share_in_band_or_under_stall": round((inside + excused) / len(ratios), 6) if ratios else None,
+        "worst_clean": [f"{r:.3f} x at {t1:.6f}" for r, _t0, t1 in sorted(clean)[-3:]],
+        "witness": benchlib.witness_window(witness, *span),
+        "quantiles_of_nominal": q,
+        "worst": [w for _r, w in sorted(worst)[:3]] + [w for _r, w in sorted(worst)[-3:]],
+        "engines": sent,
+        "clock_share": round(sent["tick_sent"] / sent["kernel_tx_packets"], 4)
+        if sent["kernel_tx_packets"]
+        else None,
+    }
+
+
+def main() -> int:
+    ap = parser()
+    args = ap.parse_args()
+    if problem := check(args):
+        ap.error(problem)
+    stamp, work, doc = benchlib.begin("jitter", vars(args))
+    try:
+        run(args, work, doc)
+        res = doc["result"]
+        rows = [[k, v] for k, v in res.items() if not isinstance(v, dict | list)]
+        rows += [[f"{k} {q}", v] for k in ("quantiles_of_nominal", "engines") for q, v in res[k].items()]
+        rows.append(["witness stall ms (window)", (res["witness"] or {}).get("stall_ms")])
+        print(benchlib.table(["figure", "value"], rows))
+    finally:
         doc["leftover_namespaces"] = benchlib.require_clean_netns(f"{PREFIX}{os.getpid()}-")
         path = benchlib.write_result("jitter", stamp, doc)
         print(f"result: {path}")

@@ -1,7 +1,7 @@
-"""The benchmark suite: stress ladder, detection latency, fast-path cost, scale, takeover — one run, one JSON.
+"""The benchmark suite: ladder, detection, fast-path cost, scale, takeover, jitter — one run, one JSON.
 
     bench/run [--profile smoke|short|long] [--repeat N] [--out DIR]
-              [--parts ladder,detection,cost,scale,takeover]
+              [--parts ladder,detection,cost,scale,takeover,jitter]
 
 ``bench/run`` runs ``scripts/setup`` and then this. Parts, in order:
 
@@ -18,6 +18,9 @@ scale      engine with --kernel-tx at 1..4096 sessions and stock bfdd at 1..64 s
            synthetic peer (bench/scale.py): CPU, Up count, flaps, the XDP program's share of a core
 takeover   K hitless --pin takeovers in a row at N sessions (bench/takeover.py): old engine gone,
            request -> successor serving, the peer's down events, the worst gap on the wire
+jitter     two engines, both --kernel-tx, N sessions between them (bench/jitter.py): every interval
+           on the wire against RFC 5880 §6.8.7's 75-100 % band, each one above it beside a
+           reference stream per CPU (the part's own)
 
 A witness runs beside every run (tests/harness/witness.py's kernel-paced reference stream):
 every ladder window, every detection kill and every takeover records the worst stall it saw, so
@@ -50,6 +53,7 @@ from typing import Any
 
 import benchlib
 import fastpath_cost
+import jitter
 import ladder
 import report
 import scale
@@ -73,6 +77,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cost": {"modes": ["generic"], "seconds": 2, "rounds": 1, "burst": 2000},
         "scale": {"ladder": "1@10,64@10", "bfdd": [1, 8], "seconds": 3, "settle": 1, "silence": False},
         "takeover": {"sessions": 8, "takeovers": 2, "settle": 1},
+        "jitter": {"sessions": 4, "seconds": 3},
     },
     "short": {
         "backends": ALL_BACKENDS,
@@ -89,6 +94,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "silence": False,
         },
         "takeover": {"sessions": 64, "takeovers": 5, "settle": 2},
+        "jitter": {"sessions": 16, "seconds": 10},
     },
     "long": {
         "backends": ALL_BACKENDS,
@@ -110,9 +116,11 @@ PROFILES: dict[str, dict[str, Any]] = {
             "quiet_stats": "4096@20",
         },
         "takeover": {"sessions": 1024, "takeovers": 5, "settle": 3},
+        # Where the clock's tail grew with the number of clocked sessions (docs/benchmarks.md).
+        "jitter": {"sessions": 64, "seconds": 20},
     },
 }
-PARTS = ("ladder", "detection", "cost", "scale", "takeover")
+PARTS = ("ladder", "detection", "cost", "scale", "takeover", "jitter")
 MAX_REPEAT = 10
 
 
@@ -450,6 +458,38 @@ def part_takeover(
     )
 
 
+def jitter_args(j: dict[str, Any]) -> argparse.Namespace:
+    """The jitter part's arguments, from bench/jitter.py's own parser."""
+    args = jitter.parser().parse_args(["--sessions", str(j["sessions"]), "--seconds", str(j["seconds"])])
+    if problem := jitter.check(args):
+        raise ValueError(f"jitter profile: {problem}")
+    return args
+
+
+def part_jitter(run: Run, doc: dict[str, Any], prof: dict[str, Any], work: Path) -> None:
+    args = jitter_args(prof["jitter"])
+    out = doc.setdefault("jitter", {"params": prof["jitter"]})
+    run.say(
+        f"jitter: {args.sessions} sessions at 3x{args.interval_ms} ms between two engines, {args.seconds:g} s"
+    )
+    (work / "jitter").mkdir(parents=True, exist_ok=True)
+    try:
+        with watchdog(jitter.budget_s(args), "jitter"):
+            jitter.run(args, work / "jitter", out)
+    except Exception as e:
+        out["error"] = _error(e)
+    run.save()
+    if "error" in out:
+        run.say(f"jitter: ERROR {out['error']}")
+        return
+    r = out["result"]
+    run.say(
+        f"jitter: {r['intervals']} intervals, {r['share_in_band']} in band, {r['below_band']} below, "
+        f"{r['above_band']} above ({r['above_band_under_stall']} under a witness stall), "
+        f"max {r['quantiles_of_nominal']['1.0']} x"
+    )
+
+
 @dataclass
 class Plan:
     """What every run of the invocation does."""
@@ -491,6 +531,8 @@ def run_profile(run: Run, doc: dict[str, Any], plan: Plan, work: Path) -> None:
         steps.append(
             ("takeover", lambda: part_takeover(run, doc, prof, work, witness, engine_sched=engine_sched))
         )
+    if "jitter" in parts:
+        steps.append(("jitter", lambda: part_jitter(run, doc, prof, work)))
     try:
         for name, step in steps:
             try:
@@ -555,6 +597,8 @@ def main() -> int:
         scale_args(prof["scale"], args.engine_sched)
     if "takeover" in parts:
         takeover_args(prof["takeover"], args.engine_sched)
+    if "jitter" in parts:
+        jitter_args(prof["jitter"])
 
     stamp, stray, head = benchlib.begin("suite", {"profile": args.profile, "repeat": args.repeat, **prof})
     with contextlib.suppress(OSError):

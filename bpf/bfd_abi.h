@@ -321,6 +321,30 @@ struct bfd_gate {
 
 /* struct bfd_tick_cfg.flags */
 #define BFD_TICK_RUN 0x01           /* keep this session's frame circulating and sending */
+#define BFD_TICK_SERIES 0x02        /* send only what the slot's series holds (a meticulous key) */
+
+/*
+ * A series: packets of a meticulous key, signed ahead by the engine. Such a
+ * key needs a new Sequence Number, so a new digest, in every packet, which a
+ * program cannot compute; the session's clock runs all the same (frames
+ * circulate, nothing sent) and an engine handing over (--pin) writes the
+ * packets the session would send next, at consecutive numbers, so the clock
+ * sends them while no engine does. The successor deletes the series before
+ * the session's first packet of its own, and goes on from the number after
+ * the last one the clock sent (one more: a tick may be sending as it reads).
+ * Keyed by slot.
+ */
+#define BFD_SERIES_DEPTH 64         /* packets a series holds; a power of two */
+#define BFD_SERIES_MAX 128          /* sessions with a series at once */
+struct bfd_series {
+	__u32 first_seq;        /* pkt[i] carries Sequence Number first_seq + i */
+	__u32 count;            /* packets in pkt, at most BFD_SERIES_DEPTH */
+	__u32 sent;             /* of them, how many the clock sent (written by the kernel) */
+	__u8 pkt_len;           /* of each packet */
+	__u8 pad[3];
+	__u64 not_before_ns;    /* CLOCK_MONOTONIC: the engine's last packet + the minimum gap */
+	__u8 pkt[BFD_SERIES_DEPTH * BFD_PKT_MAX];  /* packet i at i x BFD_PKT_MAX (bcc's ctypes take one dimension) */
+};
 
 /* The frame's header; its padding carries nothing. */
 struct bfd_tick_hdr {
@@ -421,6 +445,8 @@ struct bfd_tick_state {
 	X(TICK_STALE, tick_stale)         \
 	X(TICK_FOREIGN, tick_foreign)     \
 	X(TICK_ERROR, tick_error)         \
+	X(TICK_PREPAID, tick_prepaid)     \
+	X(TICK_UNPAID, tick_unpaid)       \
 	X(DOWN_SENT, down_sent)           \
 	X(DOWN_NO_PATH, down_no_path)     \
 	X(DOWN_STALE, down_stale)         \

@@ -14,7 +14,9 @@
  *      reply or the previous tick: the deadline guard), builds the session's
  *      current control packet from the maps and clones it out the interface
  *      the peer's packets come in by, while the dead-man gate is open and
- *      the sweep has not found the peer silent (as XDP stops answering);
+ *      the sweep has not found the peer silent (as XDP stops answering); for
+ *      a meticulous key, the next packet of the series the engine signed
+ *      ahead, or nothing (bfd_abi.h, struct bfd_series);
  *   3. resizes the frame to the period after the next one (htb waits a
  *      released frame's length before the next release: the frame's length
  *      on arrival is the time to the next tick), a random length (RFC 5880
@@ -302,7 +304,24 @@ int bfd_tick(struct __sk_buff *skb)
 	tick_count(BFD_TC_TICK);
 
 	__u64 last = st->last_ktx_ns;
-	if (last && now - last < c->min_gap_ns) {
+	const __u8 *pkt = tc->pkt;
+	__u32 pkt_len = tc->pkt_len;
+	struct bfd_series *sr = NULL;
+
+	if (tc->flags & BFD_TICK_SERIES) {
+		/* A meticulous key: the engine's own packets, or what it signed ahead (bfd_abi.h). */
+		sr = series.lookup(&slot);
+		if (sr && sr->sent < sr->count && sr->sent < BFD_SERIES_DEPTH && now >= sr->not_before_ns) {
+			pkt = sr->pkt + (sr->sent & (BFD_SERIES_DEPTH - 1)) * BFD_PKT_MAX;
+			pkt_len = sr->pkt_len;
+		} else {
+			sr = NULL;
+			pkt = NULL;
+		}
+	}
+	if (!pkt) {
+		tick_count(BFD_TC_TICK_UNPAID);  /* nothing signed ahead: the engine sends */
+	} else if (last && now - last < c->min_gap_ns) {
 		ts->skipped++;
 		tick_count(BFD_TC_TICK_SKIPPED);
 	} else {
@@ -322,11 +341,15 @@ int bfd_tick(struct __sk_buff *skb)
 			/* XDP answered for this session on another CPU just now: that was this interval's packet. */
 			ts->skipped++;
 			tick_count(BFD_TC_TICK_SKIPPED);
-		} else if (tick_send(skb, tc->pkt, tc->pkt_len, c, st) == 0) {
+		} else if (tick_send(skb, pkt, pkt_len, c, st) == 0) {
 			ts->sent++;
 			__sync_fetch_and_add(&st->ktx_packets, 1);
-			__sync_fetch_and_add(&st->ktx_bytes, tc->pkt_len);
+			__sync_fetch_and_add(&st->ktx_bytes, pkt_len);
 			tick_count(BFD_TC_TICK_SENT);
+			if (sr) {
+				sr->sent++;  /* only this slot's frame writes it */
+				tick_count(BFD_TC_TICK_PREPAID);
+			}
 		} else {
 			/* The stamp says sent: the next tick comes within the interval anyway (counted, rare). */
 			tick_count(BFD_TC_TICK_ERROR);

@@ -75,7 +75,7 @@ _CFG = {
     "AUTH_SEQ": "BFD_CFG_AUTH_SEQ",
 }
 _EVENT = {"EXPIRED": "BFD_EV_EXPIRED", "POLL": "BFD_EV_POLL", "TICK_LOST": "BFD_EV_TICK_LOST"}
-_TICK = {"RUN": "BFD_TICK_RUN"}
+_TICK = {"RUN": "BFD_TICK_RUN", "SERIES": "BFD_TICK_SERIES"}
 _SBFD = {"ACTIVE": "BFD_SBFD_ACTIVE"}
 _OWNER = {
     "PID": "BFD_OWNER_PID",
@@ -105,6 +105,7 @@ _SIZES = {
     "tick_len_min": "BFD_TICK_LEN_MIN",
     "tick_watch_chunk": "BFD_TICK_WATCH_CHUNK",
     "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
+    "series_depth": "BFD_SERIES_DEPTH",
     "sbfd_max_reflectors": "BFD_SBFD_MAX_REFLECTORS",
     "sbfd_port": "BFD_PORT_SBFD",
     "echo_ring": "BFD_ECHO_RING",
@@ -178,6 +179,7 @@ class Abi:
     tick_len_min: int
     tick_watch_chunk: int
     tick_watch_copies: int
+    series_depth: int  # packets a meticulous key's series holds (struct bfd_series)
     sbfd_max_reflectors: int
     sbfd_port: int  # RFC 7881's, restated for C: checked against netio by the unit tests
     echo_ring: int  # the returns XDP keeps per session (struct bfd_echo_rtt.ring)

@@ -9,12 +9,14 @@ session and a tick costs one look at the maps; against one that does not
 silence) the ticks send. A wrong guess cannot happen: at worst the kernel
 clocks a session it could have answered.
 
-Not clocked, so still sent by the session itself: the meticulous
-authenticated types (a new digest per packet; the others' packet is signed
-once per change, Session.template), sessions not Up or whose peer is not Up yet (bring-up at
-the slow rate), a peer in
-Demand mode (nothing periodic is sent at all), and sessions the kernel does
-not see the packets of.
+Not clocked, so still sent by the session itself: sessions not Up or whose
+peer is not Up yet (bring-up at the slow rate), a peer in Demand mode
+(nothing periodic is sent at all), and sessions the kernel does not see the
+packets of. A meticulous authenticated type (a new digest per packet; the
+others' packet is signed once per change, Session.template) has a clock that
+sends nothing while the engine runs: a --pin handover fills it with the
+packets the session would send next, signed ahead (a series, bfd_abi.h), so
+the session's peer hears from it while engines change.
 
 Per session the engine writes ``tick_cfg`` once per change (the packet, the
 period, the generation) and changes the htb class when the interval does;
@@ -29,6 +31,7 @@ this observer may add that the kernel also sends unasked
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import logging
 import math
@@ -61,6 +64,9 @@ SHARE_HOLD_NS = 10_000_000_000
 # foresaw (bpf/tick.c), so this bounds only how stale that aim may get; its shortest round is the
 # header's BFD_COURIER_SHORT_NS.
 COURIER_PERIOD_NS = 4_000_000
+# A series covers this long of a handover (or the header's BFD_SERIES_DEPTH packets, if fewer):
+# a takeover's request to the successor's restore is well under it (docs/benchmarks.md).
+SERIES_COVER_NS = 1_000_000_000
 
 
 def ticks_per_s(period_ns: int) -> float:
@@ -81,6 +87,7 @@ class Tick:
     restarts: int = 0  # frames sent in again after a loss
     class_ns: int = 0  # the period of the slot's htb class as last set, 0 when it has none
     held_ns: int = 0  # stopped but keeping its share until then (CLOCK_MONOTONIC), 0 when not
+    series: bool = False  # a meticulous key: sends only what a series holds (BFD_TICK_SERIES)
 
 
 _U32 = struct.Struct("=I")
@@ -112,7 +119,12 @@ class Clock:
         self.now_ns = time.monotonic_ns
         self.holds: collections.deque[tuple[int, int]] = collections.deque()  # (until_ns, slot), oldest first
         abi = fp.abi
-        self.run_flag = int(abi.TickFlag.RUN)
+        self.run_flag, self.series_flag = int(abi.TickFlag.RUN), int(abi.TickFlag.SERIES)
+        self.series_depth = abi.series_depth
+        # Clocked sessions of a meticulous key, by slot: the handover signs their packets ahead.
+        self.signing: dict[int, Entry] = {}
+        # Adopted with a predecessor's series possibly running: resumed before their first packet.
+        self.prepaid: dict[int, Entry] = {}
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
         self.ethertype, self.magic = abi.tick_ethertype, abi.tick_magic
         self.down_magic, self.down_batch = abi.down_magic, abi.down_batch
@@ -164,9 +176,7 @@ class Clock:
     @staticmethod
     def wanted(entry: Entry) -> bool:
         s = entry.session
-        auth = s.config.auth
-        # A meticulous type needs a new Sequence Number, so a new digest, in every packet.
-        if entry.slot is None or not entry.offloaded or (auth is not None and auth.meticulous):
+        if entry.slot is None or not entry.offloaded:
             return False
         # Up before the peer: the session sends once a second until the peer says Up (docs/engine.md).
         # A clock for that moment would cost two class changes per session at bring-up.
@@ -174,6 +184,12 @@ class Clock:
             return False
         # §6.6: a peer in Demand mode asked for no periodic packets (a Poll is the session's own).
         return not s.remote_demand
+
+    @staticmethod
+    def signs_ahead(entry: Entry) -> bool:
+        """A meticulous type: a new Sequence Number, so a new digest, in every packet."""
+        auth = entry.session.config.auth
+        return auth is not None and auth.meticulous
 
     def lengths(self, detect_mult: int) -> tuple[int, int]:
         high = JITTER_HIGH_MULT1 if detect_mult == 1 else JITTER_HIGH
@@ -204,10 +220,13 @@ class Clock:
             pkt=bytes(c.pkt)[: c.pkt_len],
             armed_ns=int(c.armed_ns),
             class_ns=int(c.period_ns),  # the predecessor's class, left in place
+            series=bool(c.flags & self.series_flag),
         )
         if self.ticks[entry.slot].running:
             self.load += ticks_per_s(int(c.period_ns))
             self.clocked.add(entry.slot)
+        if self.ticks[entry.slot].series and self.signs_ahead(entry):
+            self.prepaid[entry.slot] = entry
 
     def removed(self, entry: Entry) -> None:
         if entry.slot is None:
@@ -221,6 +240,7 @@ class Clock:
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
         self.refused.discard(entry.slot)
+        self.signing.pop(entry.slot, None)
 
     def serviced(self, entry: Entry) -> None:
         slot = entry.slot
@@ -231,9 +251,12 @@ class Clock:
         if not self.wanted(entry):
             if t.running:
                 self._stop(slot, t, hold=True)
+            self.signing.pop(slot, None)
             return
         period_ns = s.tx_interval_us * 1000
-        pkt = s.template(poll=s.poll_announced)
+        series = self.signs_ahead(entry)
+        # A series clock sends no packet of the map's (tick.c): written once, not per packet.
+        pkt = b"" if series else s.template(poll=s.poll_announced)
         lengths = self.lengths(s.config.detect_mult)
         if not t.running:
             self._expire_holds()
@@ -245,6 +268,7 @@ class Clock:
                 self._stop(slot, t)
             self._release(slot, t)
             self._refuse(slot, entry)
+            self.signing.pop(slot, None)
             return
         t.held_ns = 0
         self.held.discard(slot)
@@ -258,7 +282,7 @@ class Clock:
                 self.loop.set_class(slot, period_ns, self.len_full, fresh=True)
                 t.class_ns = period_ns
             self.load += cost
-            t.running, t.period_ns, t.lengths, t.pkt = True, period_ns, lengths, pkt
+            t.running, t.period_ns, t.lengths, t.pkt, t.series = True, period_ns, lengths, pkt, series
             self.clocked.add(slot)
             self._start(slot, t)
         elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt:
@@ -268,7 +292,10 @@ class Clock:
                 self.load += cost
             t.period_ns, t.lengths, t.pkt = period_ns, lengths, pkt
             self._write(slot, t)
-        s.periodic_tx_external = True
+        if series:
+            self.signing[slot] = entry
+        else:
+            s.periodic_tx_external = True
 
     def _stop(self, slot: int, t: Tick, *, hold: bool = False) -> None:
         t.running = False
@@ -314,12 +341,15 @@ class Clock:
         t.gen = (t.gen + 1) & 0xFFFFFFFF
         t.armed_ns = time.monotonic_ns()
         self._write(slot, t)
+        if t.series:
+            # One another engine left in this slot would speak for a session that is not this one.
+            self._drop_series(slot)
         magic = self.courier_magic if slot == self.courier_slot else self.magic
         self.loop.inject(slot, t.gen, self.len_min, self.ethertype, magic)
 
     def _write(self, slot: int, t: Tick) -> None:
         leaf = self.cfg.Leaf()
-        leaf.flags = self.run_flag if t.running else 0
+        leaf.flags = (self.run_flag if t.running else 0) | (self.series_flag if t.series else 0)
         leaf.gen = t.gen
         leaf.classid = self.loop.classid(slot)
         leaf.loop_ifindex = self.loop.a
@@ -330,6 +360,70 @@ class Clock:
         ctypes.memmove(leaf.pkt, t.pkt, min(len(t.pkt), ctypes.sizeof(leaf.pkt)))
         leaf.pkt_len = len(t.pkt)
         self.cfg[self.cfg.Key(slot)] = leaf
+
+    # -- series: a meticulous key's packets signed ahead for a handover --------------------
+
+    def prepay(self) -> int:
+        """Sign each meticulous session's next packets for its clock to send: the engine is about
+        to hand over (--pin) and sends nothing more. Returns how many sessions have a series; one
+        that cannot be written (the map full) just has none, as before series existed.
+        """
+        series, depth = self.fp.series, self.series_depth
+        written = 0
+        for slot, entry in self.signing.items():
+            t = self.ticks.get(slot)
+            if t is None or not t.running or not t.period_ns:
+                continue
+            s = entry.session
+            count = min(depth, math.ceil(SERIES_COVER_NS / t.period_ns))
+            pkts = s.series(count)
+            leaf = series.Leaf()
+            leaf.first_seq = s.xmit_seq
+            leaf.count, leaf.sent, leaf.pkt_len = count, 0, len(pkts[0])
+            # §6.8.7 from the session's own last packet: the series goes on from there.
+            leaf.not_before_ns = s.last_tx_us * 1000 + math.ceil(t.period_ns * JITTER_LOW)
+            row, base = self.fp.abi.pkt_max, ctypes.addressof(leaf.pkt)  # packet i at i x BFD_PKT_MAX
+            if ctypes.sizeof(leaf.pkt) < count * row:
+                raise ValueError(f"a series holds {ctypes.sizeof(leaf.pkt)} bytes, not {count} x {row}")
+            for i, pkt in enumerate(pkts):
+                ctypes.memmove(base + i * row, pkt, min(len(pkt), row))
+            try:
+                series[series.Key(slot)] = leaf
+            except Exception as e:  # bcc raises a bare Exception for a failed update (the map full)
+                log.warning("kernel-tx: no series for slot %d (%s): its peer hears nothing until the"
+                            " successor serves", slot, e)  # fmt: skip
+                continue
+            written += 1
+        return written
+
+    def resume(self) -> list[Entry]:
+        """After a restore, before any session sends: stop every series a predecessor left and
+        move each adopted session's Sequence Number past what its clock sent. Returns those
+        sessions, to be serviced first (their clock has stopped sending for them).
+        """
+        series = self.fp.series
+        out = []
+        for key, leaf in list(series.items()):
+            slot = int(key.value)
+            first, sent = int(leaf.first_seq), int(leaf.sent)
+            self._drop_series(slot)
+            entry = self.prepaid.pop(slot, None)
+            if entry is not None:
+                # One more than sent: a tick may have been sending as the map was read.
+                entry.session.resume_sequence(first + sent + 1)
+                out.append(entry)
+        self.prepaid.clear()
+        return out
+
+    def unpay(self) -> None:
+        """The handover failed and this engine serves on: its sessions go on after the series."""
+        self.prepaid = {slot: e for slot, e in self.signing.items()}
+        self.resume()
+
+    def _drop_series(self, slot: int) -> None:
+        series = self.fp.series
+        with contextlib.suppress(KeyError):
+            del series[series.Key(slot)]
 
     # -- Downs ------------------------------------------------------------------------
 
@@ -407,7 +501,9 @@ class Clock:
             return
         t = self.ticks.get(entry.slot, Tick())
         st = self.state_reader[entry.slot]
-        out["kernel_clock"] = t.running
+        # A meticulous key's clock stands by: it sends only a handover's series (tick.c).
+        out["kernel_clock"] = t.running and not t.series
+        out["kernel_clock_standby"] = t.running and t.series
         out["tick_sent"] = int(st.sent)
         out["tick_skipped"] = int(st.skipped)
         out["tick_gated"] = int(st.gated)
@@ -418,7 +514,9 @@ class Clock:
         courier = self.ticks.get(self.courier_slot, Tick())
         doc["kernel_clock"] = {
             "loop": LOOP_A,
-            "clocked_sessions": len(self.clocked),
+            "clocked_sessions": len(self.clocked) - len(self.signing),
+            # Meticulous keys' clocks, sending only what a handover signs ahead for them.
+            "standby_sessions": len(self.signing),
             # The frame that sends the Downs the sweep queues: running, and sent in again after a loss.
             "courier": {"running": courier.running, "restarts": courier.restarts},
             # Stopped when their session left Up, still holding their share (SHARE_HOLD_NS).

@@ -43,6 +43,8 @@ class FastPath:
         self.events = Events(bpf)
         self.tick_counters = Counters(bpf, self.abi.tick_counters, "tick_counters")
         self.tick_cfg, self.tick_state = bpf["tick_cfg"], bpf["tick_state"]
+        # A meticulous key's packets signed ahead for its clock, keyed by slot (struct bfd_series).
+        self.series = bpf["series"]
         # A frame of Downs for the tick program is one value of this map's (struct bfd_down_frame).
         self.down_frame: Any = bpf["down_scratch"].sLeaf
         self.pinned = Pinned(bpf, self.abi) if pin is not None else None

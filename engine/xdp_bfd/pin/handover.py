@@ -37,6 +37,7 @@ from typing import Any
 from ..core import departure, sched
 from ..core.host import Host
 from ..fastpath.abi import Abi
+from ..fastpath.clock import Clock
 from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
@@ -365,17 +366,23 @@ def _write_rehearsal(pinned: Any, blob: bytes) -> int:
 
 
 def hand_over(
-    host: Host, offload: Offload, packet_sockets: Callable[[], list[tuple[int, int]]] = list
+    host: Host,
+    offload: Offload,
+    packet_sockets: Callable[[], list[tuple[int, int]]] = list,
+    clock: Clock | None = None,
 ) -> None:
     """SIGUSR2: write the state for a successor and exit 75 without a word to the peers.
 
     ``packet_sockets``: the (interface index, descriptor) of each AF_PACKET
     socket the engine holds, passed on so that the exit waits for no grace
-    period (packet_sockets.py).
+    period (packet_sockets.py). ``clock``: the kernel transmit clock, which
+    sends the meticulous keys' packets signed ahead until the successor does.
     """
     fp = offload.fp
     assert fp.pin is not None and fp.pinned is not None
     t0 = time.monotonic_ns()
+    # First: the series take over from the session's own next packet, before the encoding delays it.
+    prepaid = _prepay(clock)
     # From here the engine serves nothing (the kernel does): its reservation would only stretch the
     # encoding and the exit, 1 ms of CPU in 10, to several times their length (docs/benchmarks.md).
     left = sched.leave_deadline()
@@ -389,6 +396,8 @@ def hand_over(
         fp.pinned.write_blob(blob)
     except Exception as e:
         gc.enable()
+        if clock is not None and prepaid:
+            clock.unpay()
         log.error(
             "pin: cannot hand over: %s; still serving%s",
             e,
@@ -401,12 +410,13 @@ def hand_over(
     fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.HANDED_OVER, len(blob), done_ns=time.monotonic_ns())
     log.info(
         "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f, %d sessions encoded "
-        "again since the warm-up%s); exiting 75",
+        "again since the warm-up%s%s); exiting 75",
         len(host.sessions),
         len(blob),
         (time.monotonic_ns() - t0) / 1e6,
         (t_encoded - t0) / 1e6,
         state.encoded_afresh(),
+        f", {prepaid} series signed ahead" if prepaid else "",
         f", out of the {left[0]}/{left[1]}us reservation" if left else "",
     )
     for h in logging.getLogger().handlers:
@@ -415,6 +425,18 @@ def hand_over(
     # pinned, and no AdminDown goes out. Every descriptor is closed on the way
     # out; the address space is freed by a child after the successor has it all.
     departure.exit_now(75)
+
+
+def _prepay(clock: Clock | None) -> int:
+    """The meticulous keys' series (fastpath.clock); a failure costs only their gap, as before."""
+    if clock is None or not clock.signing:
+        return 0
+    try:
+        return clock.prepay()
+    except Exception as e:  # the handover goes on without them
+        log.warning("pin: the meticulous sessions' packets were not signed ahead (%s)", e)
+        clock.unpay()
+        return 0
 
 
 def _pass_sockets(host: Host, root: Path) -> None:

@@ -277,7 +277,7 @@ def start_fast_path(
         def held_packet_sockets() -> list[tuple[int, int]]:
             return [*(clock.loop.packet_sockets() if clock is not None else ()), *echo.packet_sockets()]
 
-        host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets))
+        host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets, clock))
         # A successor is about to ask for a handover.
         host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
     if swap is not None:

@@ -956,9 +956,16 @@ def _adopt(
             clock.adopted(entry)
         out.append(entry)
     host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
+    # A meticulous key's clock has been sending what the predecessor signed ahead: stopped, the
+    # session goes on after it and sends first.
+    first = clock.resume() if clock is not None else []
     now = now_us()
-    for entry in out:
+    for entry in first:
         host.service(entry, now)
+    resumed = {id(e) for e in first}
+    for entry in out:
+        if id(entry) not in resumed:
+            host.service(entry, now)
     return out
 
 

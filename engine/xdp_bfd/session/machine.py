@@ -484,6 +484,16 @@ class Session:
         """bfd.RcvAuthSeq while bfd.AuthSeqKnown is 1 (by the last packet received), else None."""
         return self._rcv_seq if self._seq_known else None
 
+    @property
+    def xmit_seq(self) -> int:
+        """bfd.XmitAuthSeq: the Sequence Number of the next packet the session signs."""
+        return self._xmit_seq
+
+    @property
+    def last_tx_us(self) -> int:
+        """When the session last sent a packet of its own (0: never)."""
+        return 0 if self._last_tx_us is None else self._last_tx_us
+
     # --- reception checks (pure: they must not touch the session) ------------------
 
     def _check_ttl(self, ttl: int | None) -> None:
@@ -750,13 +760,29 @@ class Session:
         """
         return self._signed(amended(self._content(), poll=poll))
 
-    def _signed(self, pkt: ControlPacket) -> bytes:
+    def series(self, count: int) -> list[bytes]:
+        """The ``count`` periodic packets the session would send next, signed at consecutive
+        Sequence Numbers from the current one, which does not move: for the kernel to send while
+        no engine does (a --pin handover), a meticulous key's packets being unsignable there.
+        Whoever sends the session's packets after them calls :meth:`resume_sequence`.
+        """
+        pkt = amended(self._content(), poll=self.poll_announced)
+        return [self._signed(pkt, seq=(self._xmit_seq + i) % 2**32) for i in range(count)]
+
+    def resume_sequence(self, seq: int) -> None:
+        """Packets of ours left at numbers before ``seq`` without the session (a series the
+        kernel sent): the next one carries ``seq``."""
+        self._xmit_seq = seq % 2**32
+
+    def _signed(self, pkt: ControlPacket, *, seq: int | None = None) -> bytes:
         """``pkt`` encoded with our authentication section at the current transmit Sequence
-        Number (the encoder computes the digest from the secret), or plain without a key."""
+        Number, or ``seq`` (the encoder computes the digest from the secret), or plain without
+        a key."""
         auth = self._config.auth
         if auth is None:
             return encode_control(pkt)
-        section = Auth(auth.type, auth.key_id, b"", self._xmit_seq if auth.keyed else None)
+        number = (self._xmit_seq if seq is None else seq) if auth.keyed else None
+        section = Auth(auth.type, auth.key_id, b"", number)
         return encode_control(amended(pkt, auth=section), secret=auth.secret)
 
     def _content(self) -> ControlPacket:

@@ -8,12 +8,14 @@ values come from the real header.
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from harness.inject import keyed_digest, seq_of
 from harness.sessions import bring_up, deliver, make, packet, run_until, sent
 from xdp_bfd.core.host import Entry
 from xdp_bfd.fastpath.abi import load as load_abi
@@ -516,3 +518,125 @@ def test_the_counts_kept_as_clocks_change_agree_with_a_walk_of_every_tick() -> N
         check()
     # The walk moved both ways, so agreeing was not agreeing on nothing.
     assert {c for c, _ in seen} >= {1, 2} and {h for _, h in seen} >= {0, 1}
+
+
+# --- a meticulous key: a clock standing by, and a handover's series ---------------------------
+
+SECRET = b"series-key"
+
+
+class _Series:
+    """The series hash map as the Clock reaches it: Key(slot), Leaf(), set, delete, items()."""
+
+    def __init__(self) -> None:
+        self.data: dict[int, Any] = {}
+
+    @staticmethod
+    def Key(slot: int) -> SimpleNamespace:
+        return SimpleNamespace(value=slot)
+
+    @staticmethod
+    def Leaf() -> SimpleNamespace:
+        return SimpleNamespace(
+            first_seq=0, count=0, sent=0, pkt_len=0, not_before_ns=0,
+            pkt=(ctypes.c_ubyte * (ABI.series_depth * ABI.pkt_max))(),
+        )  # fmt: skip
+
+    def __setitem__(self, key: SimpleNamespace, leaf: Any) -> None:
+        self.data[key.value] = leaf
+
+    def __delitem__(self, key: SimpleNamespace) -> None:
+        del self.data[key.value]  # KeyError for a slot without one, as bcc
+
+    def items(self) -> list[tuple[SimpleNamespace, Any]]:
+        return [(self.Key(k), v) for k, v in self.data.items()]
+
+
+def _meticulous(clock: Clock, auth_type: control.AuthType = control.AuthType.METICULOUS_KEYED_SHA1) -> Entry:
+    """An Up session of a meticulous key, serviced by ``clock``; the peer's packets signed as §6.7.4."""
+    auth = AuthConfig(auth_type, 5, SECRET)
+    e = _entry(auth=auth)
+    s = e.session
+    for i, (state, your) in enumerate(((control.State.DOWN, 0), (control.State.UP, s.local_discr))):
+        pkt = packet(state, your=your, desired_min_tx_us=10_000, required_min_rx_us=10_000,
+                     auth=control.Auth(auth.type, auth.key_id, b"", 100 + i))  # fmt: skip
+        deliver(s, pkt, i * 1_000, secret=SECRET)
+    assert s.both_up
+    sent(s, 1_000)
+    clock.fp.series = getattr(clock.fp, "series", None) or _Series()
+    clock.serviced(e)
+    return e
+
+
+def test_a_meticulous_key_has_a_clock_that_stands_by_and_sends_nothing() -> None:
+    """Its packets need a new digest each, which the kernel cannot compute: the clock runs (a
+    handover fills it) with the series flag and no packet of the map's, and the session sends."""
+    clock, loop, cfg = _clock()
+    e = _meticulous(clock)
+    assert loop.injected == [(3, 1)]
+    assert cfg.data[3].flags == ABI.TickFlag.RUN | ABI.TickFlag.SERIES and cfg.data[3].pkt_len == 0
+    assert not e.session.periodic_tx_external
+    out: dict = {}
+    clock.session_stats(e, out, 0)
+    assert (out["kernel_clock"], out["kernel_clock_standby"]) == (False, True)
+    doc: dict = {}
+    clock.document(doc)
+    assert (doc["kernel_clock"]["clocked_sessions"], doc["kernel_clock"]["standby_sessions"]) == (0, 1)
+    # The session's own packets still go: a timer, then a packet signed at the next number.
+    seq = e.session.xmit_seq
+    _now, pkts = run_until(e.session, 1_000, 30_000)
+    assert pkts and pkts[0][1].auth.sequence == seq
+
+
+@pytest.mark.parametrize(
+    "auth_type", [control.AuthType.METICULOUS_KEYED_MD5, control.AuthType.METICULOUS_KEYED_SHA1]
+)
+def test_a_handover_signs_the_next_packets_and_the_successor_goes_on_after_what_the_kernel_sent(
+    auth_type: control.AuthType,
+) -> None:
+    old, _loop, cfg = _clock()
+    e = _meticulous(old, auth_type)
+    s = e.session
+    first = s.xmit_seq
+    assert old.prepay() == 1
+    leaf = old.fp.series.data[3]
+    # 1 s of 10 ms packets does not fit: as many as the map holds, each at the next number.
+    assert (leaf.first_seq, leaf.count, leaf.sent) == (first, ABI.series_depth, 0)
+    assert leaf.not_before_ns == s.last_tx_us * 1000 + math.ceil(10_000_000 * JITTER_LOW)
+    raw = bytes(leaf.pkt)
+    for i in range(leaf.count):
+        p = raw[i * ABI.pkt_max : i * ABI.pkt_max + leaf.pkt_len]
+        assert p[24] == auth_type and seq_of(p) == (first + i) % 2**32
+        assert p[32:] == keyed_digest(p, auth_type, SECRET)
+        assert control.decode_control(p).state == control.State.UP
+    assert s.xmit_seq == first  # signing ahead moves nothing: the successor decides
+    # The successor adopts the clock as it runs, the kernel having sent 5 of the series.
+    leaf.sent = 5
+    new, loop, _ = _clock(tick_cfg=cfg, adopted=True)
+    new.fp.series = old.fp.series
+    new.adopted(e)
+    assert new.resume() == [e]
+    assert new.fp.series.data == {}
+    # One number skipped: a tick may have been sending the sixth as the map was read.
+    assert s.xmit_seq == (first + 6) % 2**32
+    assert [d.auth.sequence for d in sent(s, 20_000)] == [(first + 6) % 2**32]  # within detection
+    new.serviced(e)
+    assert loop.injected == [] and new.signing == {3: e}
+
+
+def test_a_failed_handover_leaves_the_engine_sending_after_the_series() -> None:
+    clock, _loop, _cfg = _clock()
+    e = _meticulous(clock)
+    first = e.session.xmit_seq
+    clock.prepay()
+    clock.fp.series.data[3].sent = 2
+    clock.unpay()
+    assert clock.fp.series.data == {} and e.session.xmit_seq == first + 3
+
+
+def test_a_series_another_engine_left_in_a_slot_dies_when_a_clock_starts_there() -> None:
+    clock, _loop, _cfg = _clock()
+    clock.fp.series = _Series()
+    clock.fp.series.data[3] = _Series.Leaf()  # a predecessor's, its session not restored
+    _meticulous(clock)
+    assert clock.fp.series.data == {}
