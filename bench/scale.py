@@ -141,12 +141,28 @@ def setup_addresses(d: Namespace, p: Namespace, n: int, d_mac: str, p_mac: str) 
     ip_batch(p, [f"neigh replace {synth_peer.ENGINE_IP} lladdr {d_mac} dev veth-p nud permanent"])
 
 
-def sessions_file(path: Path, n: int, interval_ms: int) -> None:
-    with path.open("w") as f:
+def sessions_file(
+    path: Path, n: int, interval_ms: int, *, auth: str | None = None, auth_count: int = 0
+) -> None:
+    """The engine's sessions file for the synthetic peer's first ``n`` addresses. With ``auth``
+    (a sessions-file auth type), the first ``auth_count`` sessions use it with the synthetic peer's
+    key (synth_peer.AUTH_KEY_ID, AUTH_SECRET), and the file is written mode 0600 (docs/engine.md)."""
+    secret = auth is not None and auth_count > 0
+    if secret:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # created afresh, so owner-only from its first byte
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
+    with os.fdopen(fd, "w") as f:
         for i in range(n):
+            key = ""
+            if secret and i < auth_count:
+                key = (
+                    f", auth: {{type: {auth}, key_id: {synth_peer.AUTH_KEY_ID}, "
+                    f"secret: '{synth_peer.AUTH_SECRET.decode()}'}}"
+                )
             f.write(
                 f"- {{local: {synth_peer.ENGINE_IP}, peer: {synth_peer.peer_address(i)}, interface: veth-d, "
-                f"min_tx_ms: {interval_ms}, min_rx_ms: {interval_ms}, detect_mult: 3}}\n"
+                f"min_tx_ms: {interval_ms}, min_rx_ms: {interval_ms}, detect_mult: 3{key}}}\n"
             )
 
 

@@ -46,6 +46,24 @@ its sessions Down. A DUT that comes Up on our Init says so at the slow rate
 fast rate: either passes the filter. A DUT that sent a plain fast Up before we
 were Up would leave our session in Init until it timed out and started over.
 
+With ``--meticulous N`` the first N sessions are authenticated with a
+meticulous keyed type (RFC 5880 §6.7.3/§6.7.4, ``--auth-type``; key ID
+``--auth-key-id``, the secret ``AUTH_SECRET``). For those sessions only, every
+packet of ours carries its own Sequence Number (one more each packet) and
+digest, and every packet of the DUT's is checked as a real peer would: the A
+bit, the type, the lengths, the key ID, the Sequence Number inside the window
+(more than the last one accepted, at most 3 x Detect Mult ahead of it) and the
+digest. A packet failing any of them is discarded and counted
+(``auth_rejected``, by reason in ``auth_rejected_by``), and it does not count
+as heard: the peer runs its own detection timer for these sessions (by the
+kernel's receive stamps, so a stall of this process is not a silence of the
+DUT's), and a detection time without an accepted packet takes the session Down
+(``auth_detect_expired``; a Down with diag 1 goes to the DUT). The steady
+filter lets every authenticated packet (A bit) through, so the DUT's plain Up
+replies of these sessions reach the checks; the other sessions cost what they
+did (the filter passes nothing more of theirs, and their frames are built once
+per state change as before).
+
 Status: one JSON line on stdout every ``--status-every`` seconds. Stops on EOF
 on stdin, SIGTERM, or after ``--max-seconds``.
 """
@@ -54,9 +72,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import ipaddress
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -65,7 +85,7 @@ import sys
 import time
 
 DOWN, INIT, UP, ADMIN_DOWN = 1, 2, 3, 0
-FLAG_P, FLAG_F = 0x20, 0x10
+FLAG_P, FLAG_F, FLAG_A = 0x20, 0x10, 0x04
 DISCR_BASE = 0x5EED0000
 SLOW_TX_US = 1_000_000
 PORT = 3784
@@ -80,6 +100,17 @@ DRAIN_CHECK = 32
 SUBNET = ipaddress.IPv4Network("198.19.32.0/19")
 ENGINE_IP = "198.19.32.1"
 MAX_SESSIONS = 31 * 250
+
+# The meticulous keyed types (RFC 5880 §4.1): the sessions file's name -> (Auth Type, hash, digest size).
+AUTH_TYPES = {
+    "meticulous-keyed-md5": (3, "md5", 16),
+    "meticulous-keyed-sha1": (5, "sha1", 20),
+}
+# The bench's key: bench/takeover.py writes the same into the engine's sessions file.
+AUTH_SECRET = b"synth-peer-key"
+AUTH_KEY_ID = 7
+# Why a packet of the DUT's was discarded (RFC 5880 §6.7.3), the keys of ``auth_rejected_by``.
+AUTH_REASONS = ("missing", "type", "length", "key_id", "seq_old", "seq_ahead", "digest")
 
 
 def peer_address(i: int) -> str:
@@ -99,11 +130,67 @@ def _csum(data: bytes) -> int:
 
 
 def bfd_packet(
-    *, state: int, flags: int, mult: int, my_discr: int, your_discr: int, tx_us: int, rx_us: int
+    *,
+    state: int,
+    flags: int,
+    mult: int,
+    my_discr: int,
+    your_discr: int,
+    tx_us: int,
+    rx_us: int,
+    diag: int = 0,
+    length: int = 24,
 ) -> bytes:
     return struct.pack(
-        "!BBBBIIIII", 0x20, (state << 6) | flags, mult, 24, my_discr, your_discr, tx_us, rx_us, 0
+        "!BBBBIIIII", 0x20 | diag, (state << 6) | flags, mult, length, my_discr, your_discr, tx_us, rx_us, 0
     )
+
+
+class Key:
+    """A meticulous keyed type's key: signs our packets and checks the DUT's (RFC 5880 §6.7.3/§6.7.4).
+    The digest is over the whole packet with the digest field holding the secret, zero-padded."""
+
+    def __init__(self, auth_type: str, key_id: int, secret: bytes) -> None:
+        self.type, hash_name, self.size = AUTH_TYPES[auth_type]
+        self.hash = getattr(hashlib, hash_name)
+        self.key_id = key_id
+        self.pad = secret.ljust(self.size, b"\0")
+        if len(self.pad) != self.size:
+            raise ValueError(f"a secret of at most {self.size} bytes")
+        self.auth_len = 8 + self.size  # Auth Type, Auth Len, Key ID, Reserved, Sequence Number, digest
+
+    def sign(self, header: bytes, seq: int) -> bytes:
+        """``header`` (24 bytes, A bit and Length already set) with our section at ``seq``."""
+        body = header + struct.pack("!BBBxI", self.type, self.auth_len, self.key_id, seq)
+        return body + self.hash(body + self.pad).digest()
+
+    def digest_ok(self, data: bytes) -> bool:
+        end = 32 + self.size
+        return self.hash(data[:32] + self.pad + data[end:]).digest() == data[32:end]
+
+    def check(self, data: bytes, last: int | None) -> str | None:
+        """Why ``data`` (a whole BFD packet) must be discarded, or None; ``last``: the Sequence
+        Number last accepted (bfd.RcvAuthSeq) while bfd.AuthSeqKnown, else None."""
+        if not data[1] & FLAG_A:
+            return "missing"
+        if len(data) < 32 or data[24] != self.type:
+            return "type"
+        if data[25] != self.auth_len or data[3] != 24 + self.auth_len or len(data) < data[3]:
+            return "length"
+        if data[26] != self.key_id:
+            return "key_id"
+        if last is not None:
+            ahead = (seq_of(data) - last) & 0xFFFFFFFF
+            if ahead == 0 or ahead >= 0x80000000:
+                return "seq_old"  # not strictly greater (circular space)
+            if ahead > 3 * data[2]:
+                return "seq_ahead"  # past bfd.RcvAuthSeq + 3 x Detect Mult
+        return None if self.digest_ok(data[: data[3]]) else "digest"
+
+
+def seq_of(data: bytes) -> int:
+    """The Sequence Number of a keyed authentication section (bytes 28..32 of the packet)."""
+    return struct.unpack_from("!I", data, 28)[0]
 
 
 def frame(*, src_mac: bytes, dst_mac: bytes, src: bytes, dst: bytes, sport: int, payload: bytes) -> bytes:
@@ -120,8 +207,10 @@ def frame(*, src_mac: bytes, dst_mac: bytes, src: bytes, dst: bytes, sport: int,
 # Classic BPF on the UDP socket (offset 0 = UDP header, 9 = BFD state/flags, 20 = Desired
 # Min TX): drop "Up, no P, no F, Desired Min TX under a second", accept everything else. A DUT
 # that is Up before us says so at the slow rate (it has not seen us Up), and that must reach us.
+# An authenticated packet (A bit) always passes: a meticulous session's every packet is checked.
 _STEADY_FILTER = [
     (0x30, 0, 0, 9),  # ldb [9]
+    (0x45, 5, 0, FLAG_A),  # jset #0x04 ? accept : next
     (0x54, 0, 0, 0xF0),  # and #0xf0
     (0x15, 0, 3, 0xC0),  # jeq #0xc0 ? next : accept
     (0x20, 0, 0, 20),  # ld [20]
@@ -233,6 +322,10 @@ class Batch:
 
 
 class Peer:
+    # Sessions 0 .. met-1 are meticulous-authenticated with ``key`` (none by default).
+    met = 0
+    key: Key | None = None
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.n = args.count
         self.interval_us = args.interval_ms * 1000
@@ -262,6 +355,10 @@ class Peer:
             "gaps_over_detect": 0,
             "flaps_after_silence": 0,
         }
+        self.met = min(self.n, getattr(args, "meticulous", 0) or 0)
+        if self.met:
+            self.key = Key(args.auth_type, args.auth_key_id, AUTH_SECRET)
+            self._init_auth()
         self.up = self.polls_open = 0
         self.late_max_us = 0
         self.gap_max_us = 0
@@ -282,24 +379,51 @@ class Peer:
         slots = max(1, min(self.n, args.interval_ms))
         self.slot_us = self.interval_us / slots
         self.members = [list(range(k, self.n, slots)) for k in range(slots)]
+        # The meticulous sessions of each slot: signed afresh every packet, outside the slot's batch.
+        self.signed = [[i for i in m if i < self.met] for m in self.members]
         self.batches: list[Batch | None] = [None] * slots  # rebuilt when a member's frame changes
         # A Down may reach us up to one more detection time after our silence ended.
         detect_s = self.mult * self.interval_us / 1e6
         self.silences = Silences(slots, detect_s, lag_s=detect_s)
 
+    def _init_auth(self) -> None:
+        """Per meticulous session: bfd.XmitAuthSeq (random, §6.8.1), bfd.RcvAuthSeq and whether it
+        is known, when the last accepted packet arrived and the detection time it set."""
+        m = self.met
+        self.xmit_seq = [random.getrandbits(32) for _ in range(m)]
+        self.rcv_seq = [0] * m
+        self.seq_known = [False] * m
+        self.heard = [0.0] * m  # when the last packet was accepted (monotonic; 0: none yet)
+        self.detect_s = [self.mult * max(self.interval_us, SLOW_TX_US) / 1e6] * m
+        self.empty_at = 0.0  # when the receive socket was last found empty (monotonic)
+        self.auth_rejected_by = dict.fromkeys(AUTH_REASONS, 0)
+        for k in ("auth_accepted", "auth_signed", "auth_rejected", "auth_flaps", "auth_detect_expired"):
+            self.counts[k] = 0
+        self.counts["auth_seq_forgotten"] = 0
+
     # -- frames ---------------------------------------------------------------
 
-    def _frame(self, i: int, state: int, flags: int) -> bytes:
+    def _frame(self, i: int, state: int, flags: int, diag: int = 0) -> bytes:
         tx_us = self.interval_us if state == UP else max(self.interval_us, SLOW_TX_US)
-        payload = bfd_packet(
-            state=state,
-            flags=flags,
-            mult=self.mult,
-            my_discr=DISCR_BASE + i,
-            your_discr=self.remote[i],
-            tx_us=tx_us,
-            rx_us=self.interval_us,
-        )
+        fields = {
+            "state": state,
+            "mult": self.mult,
+            "my_discr": DISCR_BASE + i,
+            "your_discr": self.remote[i],
+            "tx_us": tx_us,
+            "rx_us": self.interval_us,
+            "diag": diag,
+        }
+        if i < self.met:
+            # Meticulous: every packet its own Sequence Number, so its own digest (§6.7.3).
+            key = self.key
+            assert key is not None
+            head = bfd_packet(flags=flags | FLAG_A, length=24 + key.auth_len, **fields)
+            seq, self.xmit_seq[i] = self.xmit_seq[i], (self.xmit_seq[i] + 1) & 0xFFFFFFFF
+            payload = key.sign(head, seq)
+            self.counts["auth_signed"] += 1
+        else:
+            payload = bfd_packet(flags=flags, **fields)
         return frame(
             src_mac=self.src_mac,
             dst_mac=self.dst_mac,
@@ -319,7 +443,7 @@ class Peer:
     def _refresh(self, i: int) -> None:
         """Rebuild the periodic frame after a change of state, discriminator or Poll."""
         s = self.state[i]
-        if s == UP:
+        if s == UP and i >= self.met:  # a meticulous session's are signed as they leave
             self.periodic[i] = self._frame(i, UP, FLAG_P if self.polling[i] else 0)
         else:
             self.periodic[i] = None
@@ -336,6 +460,8 @@ class Peer:
         if old == UP:
             self.up -= 1
             self.counts["flaps"] += 1
+            if i < self.met:
+                self.counts["auth_flaps"] += 1
             if self.polling[i]:
                 self.polling[i] = False
                 self.polls_open -= 1
@@ -362,6 +488,8 @@ class Peer:
         if not 0 <= i < self.n or self.addrs[i] != dst:
             self.counts["bad"] += 1
             return
+        if i < self.met and not self._accept(i, data, t_rx or time.monotonic()):
+            return  # discarded: neither received nor heard (§6.7.3)
         self.counts["recv"] += 1
         if self.remote[i] != my_discr:
             self.remote[i] = my_discr
@@ -393,17 +521,60 @@ class Peer:
             # §6.8.7: a changed state goes out at once, not at the next slot.
             self._send(self._frame(i, self.state[i], FLAG_P if self.polling[i] else 0))
 
+    def _accept(self, i: int, data: bytes, t_rx: float) -> bool:
+        """A meticulous session's packet from the DUT: checked (§6.7.3), and if good, heard."""
+        key = self.key
+        assert key is not None
+        # bfd.AuthSeqKnown lapses after twice the detection time without a packet (§6.8.1).
+        if self.seq_known[i] and self.heard[i] and t_rx - self.heard[i] > 2 * self.detect_s[i]:
+            self.seq_known[i] = False
+            self.counts["auth_seq_forgotten"] += 1
+        why = key.check(data, self.rcv_seq[i] if self.seq_known[i] else None)
+        if why is not None:
+            self.counts["auth_rejected"] += 1
+            self.auth_rejected_by[why] += 1
+            return False
+        self.counts["auth_accepted"] += 1
+        self.rcv_seq[i], self.seq_known[i] = seq_of(data), True
+        # Our detection timer: heard nothing for a detection time before this packet came, it expired.
+        if self.state[i] == UP and self.heard[i] and t_rx - self.heard[i] > self.detect_s[i]:
+            self._expire(i)
+        self.heard[i] = t_rx
+        # §6.8.4: the DUT's Detect Mult x max(our Required Min RX, its Desired Min TX).
+        tx_us = struct.unpack_from("!I", data, 12)[0]
+        self.detect_s[i] = data[2] * max(self.interval_us, tx_us) / 1e6
+        return True
+
+    def _expire(self, i: int) -> None:
+        """A meticulous session heard nothing acceptable for a detection time: Down, diag 1, said once."""
+        self.counts["auth_detect_expired"] += 1
+        self._set_state(i, DOWN)  # the timer stops with Up; ``heard`` still ages bfd.AuthSeqKnown
+        self._send(self._frame(i, DOWN, 0, diag=1))
+
+    def check_detection(self) -> None:
+        """The meticulous sessions' detection timers, judged at the moment the receive socket was
+        last found empty (every packet stamped before it has been read): not this process's stall."""
+        at = self.empty_at
+        for i in range(self.met):
+            if self.state[i] == UP and self.heard[i] and at - self.heard[i] > self.detect_s[i]:
+                self._expire(i)
+
     def drain(self, until: float) -> None:
         """Read what is queued, but hand the loop back once ``until`` (the next slot) is due:
         at ~10 us a packet, one unbounded batch was a 40 ms silence towards every session."""
         # The kernel stamps in CLOCK_REALTIME; the loop keeps time in CLOCK_MONOTONIC.
         to_mono = time.monotonic() - time.time()
+        met = self.met
         for n in range(RECV_BATCH):
             if n % DRAIN_CHECK == DRAIN_CHECK - 1 and time.monotonic() >= until:
                 return
+            # Before the read: if it finds the socket empty, every packet stamped before this was read.
+            t_try = time.monotonic() if met else 0.0
             try:
                 data, anc, _flags, addr = self.rx.recvmsg(128, 128)
             except (BlockingIOError, InterruptedError):
+                if met:
+                    self.empty_at = t_try
                 return
             dst, t_rx = b"", 0.0
             for level, kind, value in anc:
@@ -432,7 +603,7 @@ class Peer:
         for s in self.state:
             states["up" if s == UP else "init" if s == INIT else "down"] += 1
         usage = os.times()
-        doc = {
+        doc: dict[str, object] = {
             "t": round(time.monotonic() - t0, 3),
             **states,
             "polls_open": self.polls_open,
@@ -442,6 +613,9 @@ class Peer:
             "cpu_s": round(usage.user + usage.system, 3),
             **self.counts,
         }
+        if self.met:
+            doc["auth_sessions"] = self.met
+            doc["auth_rejected_by"] = dict(self.auth_rejected_by)
         self.late_max_us = self.gap_max_us = 0
         return doc
 
@@ -472,6 +646,10 @@ class Peer:
             if self.rx in readable:
                 self.drain(until=next_slot)
                 self.update_filter()
+            elif self.met:
+                self.empty_at = now  # nothing queued when select returned, so nothing stamped before it
+            if self.met:
+                self.check_detection()
             now = time.monotonic()
             # The witness of this process's own punctuality: how late the due slot is, read
             # before a resync can hide it (a stall past the detection time silences every
@@ -504,6 +682,9 @@ class Peer:
                 sent, failed = batch.send(fd)
                 self.counts["sent"] += sent
                 self.counts["send_errors"] += failed
+                for i in self.signed[k]:
+                    if self.state[i] == UP:
+                        self._send(self._frame(i, UP, FLAG_P if self.polling[i] else 0))
                 k = (k + 1) % nslots
                 next_slot += slot_s
             if now >= next_init:
@@ -534,7 +715,18 @@ def main() -> int:
         help="when the engine's plain Up replies are dropped in the kernel: once every session is Up"
         " and no Poll is open, or from the start (for a DUT that polls as it comes Up)",
     )
+    ap.add_argument(
+        "--meticulous",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the first N sessions meticulous-authenticated (key ID --auth-key-id, the secret AUTH_SECRET)",
+    )
+    ap.add_argument("--auth-type", default="meticulous-keyed-sha1", choices=tuple(AUTH_TYPES))
+    ap.add_argument("--auth-key-id", type=int, default=AUTH_KEY_ID)
     args = ap.parse_args()
+    if not 0 <= args.meticulous <= args.count or not 0 <= args.auth_key_id <= 255:
+        ap.error("--meticulous 0-COUNT, --auth-key-id 0-255")
     if not 1 <= args.count <= MAX_SESSIONS or not 1 <= args.interval_ms <= 60_000:
         ap.error(f"--count 1-{MAX_SESSIONS}, --interval-ms 1-60000")
     Peer(args).run(args.max_seconds, args.status_every)

@@ -960,6 +960,8 @@ def _adopt(
     # session goes on after it and sends first.
     first = clock.resume() if clock is not None else []
     now = now_us()
+    for entry in out:
+        entry.session.resume_reading(now)  # before a detection timer is judged (host.service)
     for entry in first:
         host.service(entry, now)
     resumed = {id(e) for e in first}

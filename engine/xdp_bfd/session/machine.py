@@ -128,6 +128,8 @@ class Session:
         self._flaps = 0
         self._up_since_us = 0
         self._last_rx_us: int | None = None
+        # resume_reading(): the peer's silence is counted from here at the earliest.
+        self._silence_from_us: int | None = None
 
         self._reschedule_tx(now_us)
 
@@ -147,7 +149,7 @@ class Session:
         "demand_poll_us", "detection_external", "periodic_tx_external",
     )  # fmt: skip
     _NOT_STATE: ClassVar[frozenset[str]] = frozenset(
-        {"_config", "_rng", "_outbox", "_events", "_sent_ahead", "_down_memo"}
+        {"_config", "_rng", "_outbox", "_events", "_sent_ahead", "_down_memo", "_silence_from_us"}
     )
 
     def export(self) -> tuple[Any, ...]:
@@ -172,6 +174,7 @@ class Session:
         session._down_memo = None
         session._outbox = []
         session._events = deque()
+        session._silence_from_us = None
         vars(session).update(state)
         return session
 
@@ -769,6 +772,15 @@ class Session:
         pkt = amended(self._content(), poll=self.poll_announced)
         return [self._signed(pkt, seq=(self._xmit_seq + i) % 2**32) for i in range(count)]
 
+    def resume_reading(self, now_us: int) -> None:
+        """A successor restored the session (--pin): what the peer sent since the old engine's
+        last read waits unread in the socket, so its silence counts from ``now_us`` at the
+        earliest. Judged from the last packet read, a takeover longer than the detection time
+        declared a live peer dead before the socket was read. A dead one is detected at most
+        the takeover's length later; the kernel's own detection is not affected.
+        """
+        self._silence_from_us = now_us
+
     def resume_sequence(self, seq: int) -> None:
         """Packets of ours left at numbers before ``seq`` without the session (a series the
         kernel sent): the next one carries ``seq``."""
@@ -842,7 +854,11 @@ class Session:
             if self._poll_active and self._poll_first_tx_us is not None:
                 return self._poll_first_tx_us + detect
             return None
-        return None if self._last_rx_us is None else self._last_rx_us + detect
+        if self._last_rx_us is None:
+            return None
+        if self._silence_from_us is not None and self._silence_from_us > self._last_rx_us:
+            return self._silence_from_us + detect
+        return self._last_rx_us + detect
 
     def _remote_discr_deadline(self) -> int | None:
         # In Init/Up the detection timer covers this (and clears the discriminator);

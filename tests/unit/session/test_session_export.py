@@ -62,3 +62,35 @@ def test_restore_keeps_the_new_configuration() -> None:
     other = config(detect_mult=5)
     restored = Session.restore(other, _by_name(s))
     assert restored.config == other and restored.remote_discr == s.remote_discr
+
+
+def test_a_restored_session_counts_the_peers_silence_from_when_it_reads_again() -> None:
+    """The old engine read the peer's last packet at ``now``; the successor restores the session
+    40 ms later, past the 30 ms detection time, with the peer's packets of the takeover still
+    unread in the socket. Judged from the last packet read it would declare a live peer dead at
+    its first service; from when it reads again, it does so only after a detection time of true
+    silence."""
+    s = make(min_tx_us=10_000, min_rx_us=10_000)
+    now = bring_up(s, 0, desired_min_tx_us=10_000, required_min_rx_us=10_000)
+    detect = s.detect_time_us
+    assert detect == 30_000
+    later = now + detect + 10_000
+    stale = Session.restore(s.config, _by_name(s))
+    sent(stale, later)
+    assert stale.state == State.DOWN  # what the successor did before resume_reading
+    restored = Session.restore(s.config, _by_name(s))
+    restored.resume_reading(later)
+    assert restored.get_timer() is not None
+    sent(restored, later)
+    assert restored.state == State.UP
+    # A packet read now is what counts from here on; silence after it is detected as ever.
+    deliver(restored, packet(State.UP, desired_min_tx_us=10_000, required_min_rx_us=10_000), later + 1_000)
+    sent(restored, later + 1_000 + detect - 1)
+    assert restored.state == State.UP
+    sent(restored, later + 1_000 + detect)
+    assert restored.state == State.DOWN
+    # Untold, a dead peer is still found: a detection time after the resumption.
+    dead = Session.restore(s.config, _by_name(s))
+    dead.resume_reading(later)
+    sent(dead, later + detect)
+    assert dead.state == State.DOWN
