@@ -209,6 +209,8 @@ def run(args: Options) -> int:
         reserved = reserve_scheduling(args.sched_deadline)
         if reserved is not None:
             engine.reactor.pace_background(*reserved)
+        if started is not None:
+            started.resume_series()  # what a series sent until now, the sessions send from here
         engine.notifier.ready(takeover=started is not None and started.predecessor is not None)
         engine.mark("ready")
         if engine.reactor.takeover_marks:

@@ -241,6 +241,8 @@ class Clock:
             self.loop.drop_class(entry.slot)
         self.refused.discard(entry.slot)
         self.signing.pop(entry.slot, None)
+        if self.prepaid.pop(entry.slot, None) is not None:
+            self._drop_series(entry.slot)  # adopted, then removed (the arguments): nobody goes on after it
 
     def serviced(self, entry: Entry) -> None:
         slot = entry.slot
@@ -397,9 +399,10 @@ class Clock:
         return written
 
     def resume(self) -> list[Entry]:
-        """After a restore, before any session sends: stop every series a predecessor left and
-        move each adopted session's Sequence Number past what its clock sent. Returns those
-        sessions, to be serviced first (their clock has stopped sending for them).
+        """Before any adopted session with a series sends (the restore leaves them unserviced):
+        stop every series a predecessor left and move each such session's Sequence Number past
+        what its clock sent. Returns those sessions, to be serviced at once (their clock has
+        stopped sending for them).
         """
         series = self.fp.series
         out = []

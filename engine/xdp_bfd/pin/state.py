@@ -956,17 +956,13 @@ def _adopt(
             clock.adopted(entry)
         out.append(entry)
     host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
-    # A meticulous key's clock has been sending what the predecessor signed ahead: stopped, the
-    # session goes on after it and sends first.
-    first = clock.resume() if clock is not None else []
+    # A meticulous key's clock sends what the predecessor signed ahead until the loop is about to
+    # run (Started.resume_series): such a session sends nothing of its own before.
+    held = clock.prepaid if clock is not None else {}
     now = now_us()
     for entry in out:
         entry.session.resume_reading(now)  # before a detection timer is judged (host.service)
-    for entry in first:
-        host.service(entry, now)
-    resumed = {id(e) for e in first}
-    for entry in out:
-        if id(entry) not in resumed:
+        if entry.slot not in held:
             host.service(entry, now)
     return out
 

@@ -640,3 +640,17 @@ def test_a_series_another_engine_left_in_a_slot_dies_when_a_clock_starts_there()
     clock.fp.series.data[3] = _Series.Leaf()  # a predecessor's, its session not restored
     _meticulous(clock)
     assert clock.fp.series.data == {}
+
+
+def test_a_session_adopted_with_a_series_then_removed_leaves_no_series_to_resume() -> None:
+    """The successor's arguments may drop a session it adopted: its series stops with it, and the
+    resumption before the loop finds nobody to go on after it."""
+    old, _loop, cfg = _clock()
+    e = _meticulous(old)
+    old.prepay()
+    new, _, _ = _clock(tick_cfg=cfg, adopted=True)
+    new.fp.series = old.fp.series
+    new.adopted(e)
+    new.removed(e)
+    assert new.fp.series.data == {} and new.prepaid == {}
+    assert new.resume() == []
