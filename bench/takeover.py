@@ -59,7 +59,6 @@ import re
 import signal
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -286,7 +285,7 @@ def signed_wire(
             if why is not None:
                 rejects[why] += 1
             if len(data) >= 32 and data[1] & synth_peer.FLAG_A:
-                seq = struct.unpack_from("!I", data, 28)[0]
+                seq = synth_peer.seq_of(data)
                 if last is not None and (step := (seq - last) & 0xFFFFFFFF) != 1:
                     steps[step if step < 0x80000000 else step - 0x100000000] += 1
                 last = seq
