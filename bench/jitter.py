@@ -14,7 +14,10 @@ every interval above the band is put beside the environment witness (the test
 suite's kernel-paced reference streams, one per CPU) over the
 same span: one the witness explains (it stalled at least as long as the
 interval overran the band) was the machine's, the others are the clock's own
-tail (``above_band_clean``, with the worst of them).
+tail (``above_band_clean``, with the worst of them). An interval below the band
+is the machine's only when the witness stalled, in the interval before it, at
+least as long as it falls short (the packet that opens it left late); the
+others are the clock's (``below_band_clean``).
 
     sudo .venv/bin/python bench/jitter.py [--sessions 16] [--interval-ms 10] [--seconds 20] [--detect-mult 3]
 """
@@ -60,6 +63,26 @@ def judge_tail(
             excused += 1
         else:
             clean.append((r, t0, t1))
+    return clean, excused
+
+
+def judge_short(
+    below: list[tuple[float, float, float]],
+    low: float,
+    interval_ms: float,
+    stall_ms: Callable[[float, float], float],
+) -> tuple[list[tuple[float, float, float]], int]:
+    """Split the intervals below the band, each (ratio, start of the interval before it, its own
+    start) in wall-clock seconds. No stall makes a packet early, but one can make the packet before
+    it late: an interval short of ``low`` x the nominal one by less than the witness stalled in the
+    interval before it (the packet that opens it left that much late) is the machine's; a packet
+    the kernel sent early (two programs sending at once, say) has no such stall to hide behind."""
+    clean, excused = [], 0
+    for r, t_prev, t0 in below:
+        if stall_ms(t_prev, t0) >= (low - r) * interval_ms:
+            excused += 1
+        else:
+            clean.append((r, t_prev, t0))
     return clean, excused
 
 
@@ -151,15 +174,21 @@ def _result(  # noqa: PLR0917  (the window's parts)
     worst: list[tuple[float, str]] = []
     band = BAND_MULT1 if args.detect_mult == 1 else BAND
     above: list[tuple[float, float, float]] = []
+    below: list[tuple[float, float, float]] = []
     for local, peer in pairs:
         for src, dst in ((local, peer), (peer, local)):
             mine = flow(pkts, src=src, dst=dst)
+            opened = None  # when the interval before this one began
             for x, y in itertools.pairwise(mine):
                 r = (y.ts - x.ts) * 1e3 / args.interval_ms
                 ratios.append(r)
                 worst.append((r, f"{src}->{dst} at {y.ts:.6f}"))
                 if r > band[1]:
                     above.append((r, x.ts, y.ts))
+                elif r < band[0]:
+                    # The interval before it is where its opening packet could have been held up.
+                    below.append((r, opened if opened is not None else x.ts, x.ts))
+                opened = x.ts
     ratios.sort()
     inside = sum(1 for r in ratios if band[0] <= r <= band[1])
 
@@ -168,6 +197,7 @@ def _result(  # noqa: PLR0917  (the window's parts)
         return w.get("stall_ms", 0.0)  # a witness that cannot say excuses nothing
 
     clean, excused = judge_tail(above, band[1], args.interval_ms, stall_ms)
+    short_clean, short_excused = judge_short(below, band[0], args.interval_ms, stall_ms)
     sent = {
         k: sum(
             sum(s[k] for s in a["sessions"]) - sum(s[k] for s in b["sessions"])
@@ -183,12 +213,19 @@ def _result(  # noqa: PLR0917  (the window's parts)
         "intervals": len(ratios),
         "share_in_band": round(inside / len(ratios), 6) if ratios else None,
         "band": band,
-        "below_band": sum(1 for r in ratios if r < band[0]),
+        "below_band": len(below),
+        # Below the band just after a witness stall longer than the shortfall: the packet that
+        # opens the interval left late (the machine's), not the one that closes it early.
+        "below_band_under_stall": short_excused,
+        "below_band_clean": len(short_clean),
+        "worst_short_clean": [f"{r:.3f} x at {t0:.6f}" for r, _tp, t0 in sorted(short_clean)[:3]],
         "above_band": len(above),
         # Above the band while the reference stream stalled at least as long: the machine's.
         "above_band_under_stall": excused,
         "above_band_clean": len(clean),
-        "share_in_band_or_under_stall": round((inside + excused) / len(ratios), 6) if ratios else None,
+        "share_in_band_or_under_stall": round((inside + excused + short_excused) / len(ratios), 6)
+        if ratios
+        else None,
         "worst_clean": [f"{r:.3f} x at {t1:.6f}" for r, _t0, t1 in sorted(clean)[-3:]],
         "witness": benchlib.witness_window(witness, *span),
         "quantiles_of_nominal": q,

@@ -86,7 +86,7 @@ static __always_inline int courier_live(__u64 now)
 
 	if (!tc || !ts || !(tc->flags & BFD_TICK_RUN) || ts->gen_seen != tc->gen)
 		return 0;
-	return now >= ts->last_tick_ns && now - ts->last_tick_ns <= tc->lost_ns;
+	return within(now, ts->last_tick_ns, tc->lost_ns + 1);
 }
 
 /* Hand the session's Down to the courier, once per watch. Returns 1 when it is (or was) queued. */

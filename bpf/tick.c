@@ -321,39 +321,33 @@ int bfd_tick(struct __sk_buff *skb)
 	}
 	if (!pkt) {
 		tick_count(BFD_TC_TICK_UNPAID);  /* nothing signed ahead: the engine sends */
-	} else if (last && now - last < c->min_gap_ns) {
+	} else if (last && within(now, last, c->min_gap_ns)) {
 		ts->skipped++;
 		tick_count(BFD_TC_TICK_SKIPPED);
-	} else {
-		__u32 zero = 0;
-		struct bfd_gate *g = gate.lookup(&zero);
-		int open = g && (!g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns);
-
-		if (!open) {
-			ts->gated++;
-			tick_count(BFD_TC_TICK_GATED);
-		} else if ((c->flags & BFD_CFG_DETECT) && st->expired_epoch == c->epoch) {
-			/* The sweep saw the peer go silent: no Up packet leaves until the engine has said Down. */
-			tick_count(BFD_TC_TICK_EXPIRED);
-		} else if (!st->rx_ifindex) {
-			tick_count(BFD_TC_TICK_NO_PATH);  /* no packet from the peer yet: no way to it known */
-		} else if (__sync_val_compare_and_swap(&st->last_ktx_ns, last, now) != last) {
-			/* XDP answered for this session on another CPU just now: that was this interval's packet. */
-			ts->skipped++;
-			tick_count(BFD_TC_TICK_SKIPPED);
-		} else if (tick_send(skb, pkt, pkt_len, c, st) == 0) {
-			ts->sent++;
-			__sync_fetch_and_add(&st->ktx_packets, 1);
-			__sync_fetch_and_add(&st->ktx_bytes, pkt_len);
-			tick_count(BFD_TC_TICK_SENT);
-			if (sr) {
-				sr->sent++;  /* only this slot's frame writes it */
-				tick_count(BFD_TC_TICK_PREPAID);
-			}
-		} else {
-			/* The stamp says sent: the next tick comes within the interval anyway (counted, rare). */
-			tick_count(BFD_TC_TICK_ERROR);
+	} else if (!gate_open(now)) {
+		ts->gated++;
+		tick_count(BFD_TC_TICK_GATED);
+	} else if ((c->flags & BFD_CFG_DETECT) && st->expired_epoch == c->epoch) {
+		/* The sweep saw the peer go silent: no Up packet leaves until the engine has said Down. */
+		tick_count(BFD_TC_TICK_EXPIRED);
+	} else if (!st->rx_ifindex) {
+		tick_count(BFD_TC_TICK_NO_PATH);  /* no packet from the peer yet: no way to it known */
+	} else if (__sync_val_compare_and_swap(&st->last_ktx_ns, last, now) != last) {
+		/* XDP answered for this session on another CPU just now: that was this interval's packet. */
+		ts->skipped++;
+		tick_count(BFD_TC_TICK_SKIPPED);
+	} else if (tick_send(skb, pkt, pkt_len, c, st) == 0) {
+		ts->sent++;
+		__sync_fetch_and_add(&st->ktx_packets, 1);
+		__sync_fetch_and_add(&st->ktx_bytes, pkt_len);
+		tick_count(BFD_TC_TICK_SENT);
+		if (sr) {
+			sr->sent++;  /* only this slot's frame writes it */
+			tick_count(BFD_TC_TICK_PREPAID);
 		}
+	} else {
+		/* The stamp says sent: the next tick comes within the interval anyway (counted, rare). */
+		tick_count(BFD_TC_TICK_ERROR);
 	}
 
 	/*
@@ -366,8 +360,9 @@ int bfd_tick(struct __sk_buff *skb)
 	if (hi > lo)
 		len = lo + bpf_get_prandom_u32() % (hi - lo + 1);
 	__u64 sent = st->last_ktx_ns;  /* again: this tick's send, or XDP's on another CPU meanwhile */
-	if (sent && now >= sent && now - sent < c->min_gap_ns) {
-		__u64 next = (now - sent) * BFD_TICK_LEN_FULL / tc->period_ns + ahead;
+	if (sent && within(now, sent, c->min_gap_ns)) {
+		__u64 since = sent > now ? 0 : now - sent;
+		__u64 next = since * BFD_TICK_LEN_FULL / tc->period_ns + ahead;
 
 		if (next < c->min_gap_ns * BFD_TICK_LEN_FULL / tc->period_ns)
 			len = len > next ? len - next : 0;

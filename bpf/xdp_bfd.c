@@ -525,6 +525,17 @@ static __always_inline int reply(struct xdp_md *ctx, struct parsed *p, struct bf
 	return XDP_TX;
 }
 
+/*
+ * Whether `stamp` lies less than `gap` before `now`. A stamp after `now` was
+ * written on another CPU after this program read the clock, so it is the
+ * newest there is; the unsigned difference would call it ages old (an XDP
+ * reply and a tick both sent, microseconds apart, seen on the wire).
+ */
+static __always_inline int within(__u64 now, __u64 stamp, __u64 gap)
+{
+	return stamp >= now || now - stamp < gap;
+}
+
 /* Two 24-byte control packets, word by word: the caller has bounds-checked the packet side. */
 static __always_inline int same24(const __u32 *in, const __u8 *was8)
 {
@@ -645,7 +656,7 @@ static __always_inline int gate_open(__u64 now)
 	__u32 zero = 0;
 	struct bfd_gate *g = gate.lookup(&zero);
 
-	return g && (!g->deadman_ns || now - g->heartbeat_ns <= g->deadman_ns);
+	return g && (!g->deadman_ns || within(now, g->heartbeat_ns, g->deadman_ns + 1));
 }
 
 /*
@@ -875,7 +886,7 @@ int xdp_bfd_rx(struct xdp_md *ctx)
 		 * (tick.c) may be sending for this session on another CPU right now.
 		 */
 		__u64 last = st->last_ktx_ns;
-		if (now - last < c->min_gap_ns || __sync_val_compare_and_swap(&st->last_ktx_ns, last, now) != last) {
+		if (within(now, last, c->min_gap_ns) || __sync_val_compare_and_swap(&st->last_ktx_ns, last, now) != last) {
 			__sync_fetch_and_add(&st->early_skips, 1);
 			count(BFD_C_TX_EARLY);
 			return XDP_DROP;

@@ -165,6 +165,25 @@ def links(stats):
     ]
 
 
+def _frr_view(status):
+    """bfdd's state of one peer, with how long it has been so and its diagnostic when FRR says."""
+    text = "%s in FRR" % status.get("status")
+    if isinstance(status.get("downtime"), int):
+        text += " for %d s" % status["downtime"]
+    if status.get("diagnostic") not in (None, "ok"):
+        text += " (diagnostic: %s)" % status["diagnostic"]
+    return text
+
+
+def _engine_up_view(session, generated_at):
+    """The engine's Up session as a peer's reason shows it: for how long, and its flaps."""
+    since = session.get("up_since")
+    held = ""
+    if isinstance(since, (int, float)) and isinstance(generated_at, (int, float)):
+        held = " for %.1f s" % max(0.0, generated_at - since)
+    return "the engine's session is up%s with %s flaps" % (held, session.get("flaps", "?"))
+
+
 def frr_peers_verdict(stats, statuses, max_ktx_age_us=None):
     """(summary, reasons) for the peers bfdd is configured with (``show bfd peers json``).
 
@@ -186,7 +205,7 @@ def frr_peers_verdict(stats, statuses, max_ktx_age_us=None):
         if st.get("status") == "up":
             up += 1
         else:
-            problems.append("%s in FRR" % st.get("status"))
+            problems.append(_frr_view(st))
         s = find_session(stats, st.get("peer"), st.get("local"), st.get("interface"), st.get("multihop"))
         if s is None:
             problems.append("no session in the engine")
@@ -194,6 +213,11 @@ def frr_peers_verdict(stats, statuses, max_ktx_age_us=None):
             problems.append("the engine's session is %s" % s.get("state"))
         elif session_reasons(s, max_ktx_age_us):
             problems.append("not answered by the kernel")
+        elif problems:
+            # FRR and the engine disagree: a transition between the dump and the vtysh read, or
+            # bfdd behind on the engine's notifications. How long the engine has held it Up,
+            # and its flaps, tell the two apart.
+            problems.append(_engine_up_view(s, stats.get("generated_at")))
         if problems:
             bad.append("%s: %s" % (label, ", ".join(problems)))
         else:

@@ -21,6 +21,16 @@ def test_an_overrun_is_excused_only_by_a_stall_as_long_as_itself():
     assert clean == [(1.2, 200.0, 200.012), (1.05, 300.0, 300.0105)]
 
 
+def test_a_shortfall_is_excused_only_by_a_stall_as_long_before_it():
+    # 10 ms nominal, band bottom 0.75: 7.2 ms falls short by 0.3 ms, 7.45 ms by 0.05 ms. The
+    # stall must lie in the interval before (its start to the short one's start).
+    below = [(0.72, 10.0, 10.009), (0.745, 20.0, 20.0095), (0.745, 30.0, 30.0095)]
+    stalls = {(10.0, 10.009): 0.31, (20.0, 20.0095): 0.04, (30.0, 30.0095): 0.06}
+    clean, excused = jitter.judge_short(below, 0.75, 10.0, lambda t0, t1: stalls[(t0, t1)])
+    assert excused == 2
+    assert clean == [(0.745, 20.0, 20.0095)]
+
+
 def test_with_a_silent_witness_nothing_is_excused():
     above = [(1.3, 1.0, 1.013), (1.1, 2.0, 2.011)]
     clean, excused = jitter.judge_tail(above, 0.9, 10.0, lambda _t0, _t1: 0.0)
@@ -53,8 +63,12 @@ def _target(doc: dict) -> report.Target:
 def test_every_interval_in_the_band_is_met_and_one_outside_is_not():
     assert _target(_doc()).verdict == report.MET
     assert _target(_doc(above_band=1, above_band_clean=1)).verdict == report.NOT_MET
-    # Below the band nothing excuses: no stall makes a packet early.
+    # Below the band: the clock's unless a stall before it explains it; a document from before
+    # the rule counts every one as the clock's.
+    assert _target(_doc(below_band=1, below_band_clean=1)).verdict == report.NOT_MET
     assert _target(_doc(below_band=1)).verdict == report.NOT_MET
+    t = _target(_doc(below_band=2, below_band_clean=0, above_band=1, above_band_under_stall=1))
+    assert t.verdict == report.NOT_JUDGED and "2 below (2 just after a witness stall" in t.measured
 
 
 def test_an_overrun_under_a_stall_as_long_is_not_judged_and_says_why():
@@ -73,7 +87,7 @@ def test_an_errored_or_empty_part_is_not_measured_and_counted_as_an_error():
 
 def test_the_section_shows_the_figures():
     text = "\n".join(report.sections_md(_doc(above_band=2, above_band_under_stall=1)))
-    assert "Transmit clock jitter" in text and "| 64 | 300000 | 100.000 | 0 | 2 (1) |" in text
+    assert "Transmit clock jitter" in text and "| 64 | 300000 | 100.000 | 0 (0) | 2 (1) |" in text
 
 
 def test_every_profile_runs_jitter_with_arguments_its_parser_takes():

@@ -267,7 +267,31 @@ def test_a_peer_bfdd_never_handed_over_is_not_live(run_module, tmp_path, clock):
     assert res["frr_peers"] == {"configured": 2, "up": 1, "offloaded": 1}
     assert res["reasons"] == [
         "1 of 2 BFD peers configured in FRR are not Up and offloaded: 198.19.0.3 local 198.19.0.1 on "
-        "nosuch0: down in FRR, no session in the engine"
+        "nosuch0: down in FRR for 1 s, no session in the engine"
+    ]
+
+
+def test_frr_behind_the_engine_names_both_views(run_module, tmp_path, clock):
+    # The molecule fleet once failed on exactly this: bfdd down, the engine's session Up and
+    # kernel-answered. The reason has to say how long each side has held its view.
+    path = tmp_path / "stats.json"
+    down = peer_status("198.19.0.2", "down", local="198.19.0.1", interface="eth1",
+                       downtime=2, diagnostic="neighbor signaled session down")  # fmt: skip
+    s = doc(0)["sessions"][0] | {"flaps": 1}
+    res = run_module(
+        offload_info,
+        {"path": str(path)},
+        [
+            Cmd(PKILL, effect=engine_writes(path, clock, dplane=DPLANE, sessions=[s])),
+            Cmd(STATUS, out=peers_json(down)),
+        ],
+    )
+    assert res["frr_peers"] == {"configured": 1, "up": 0, "offloaded": 0}
+    assert res["reasons"] == [
+        "1 of 1 BFD peers configured in FRR are not Up and offloaded: 198.19.0.2 local 198.19.0.1 on eth1: "
+        "down in FRR for 2 s (diagnostic: neighbor signaled session down), "
+        # up_since is T0 - 5, the dump 20 ms after the signal at T0.
+        "the engine's session is up for 5.0 s with 1 flaps"
     ]
 
 
