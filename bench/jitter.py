@@ -48,42 +48,45 @@ def _addresses(i: int) -> tuple[str, str]:
     return f"198.19.{1 + i // 100}.{1 + i % 100}", f"198.19.{1 + i // 100}.{101 + i % 100}"
 
 
-def judge_tail(
-    above: list[tuple[float, float, float]],
-    high: float,
+# (ratio to nominal, start, end of the window the witness is asked about)
+Interval = tuple[float, float, float]
+
+
+def _split(
+    intervals: list[Interval],
+    miss: Callable[[float], float],
     interval_ms: float,
     stall_ms: Callable[[float, float], float],
-) -> tuple[list[tuple[float, float, float]], int]:
-    """Split the intervals above the band, each (ratio, start, end) in wall-clock seconds, into those
-    the witness does not explain and a count of those it does: it stalled within the interval for at
-    least the time the interval ran past ``high`` x the nominal one (the machine was that late)."""
+) -> tuple[list[Interval], int]:
+    """Those the witness does not explain, and a count of those it does: it stalled within the
+    window for at least ``miss(ratio)`` x the nominal interval."""
     clean, excused = [], 0
-    for r, t0, t1 in above:
-        if stall_ms(t0, t1) >= (r - high) * interval_ms:
+    for r, t0, t1 in intervals:
+        if stall_ms(t0, t1) >= miss(r) * interval_ms:
             excused += 1
         else:
             clean.append((r, t0, t1))
     return clean, excused
 
 
+def judge_tail(
+    above: list[Interval], high: float, interval_ms: float, stall_ms: Callable[[float, float], float]
+) -> tuple[list[Interval], int]:
+    """Split the intervals above the band, each (ratio, start, end) in wall-clock seconds: the
+    witness explains one when it stalled within it for at least the time it ran past ``high`` x
+    the nominal one (the machine was that late)."""
+    return _split(above, lambda r: r - high, interval_ms, stall_ms)
+
+
 def judge_short(
-    below: list[tuple[float, float, float]],
-    low: float,
-    interval_ms: float,
-    stall_ms: Callable[[float, float], float],
-) -> tuple[list[tuple[float, float, float]], int]:
+    below: list[Interval], low: float, interval_ms: float, stall_ms: Callable[[float, float], float]
+) -> tuple[list[Interval], int]:
     """Split the intervals below the band, each (ratio, start of the interval before it, its own
     start) in wall-clock seconds. No stall makes a packet early, but one can make the packet before
     it late: an interval short of ``low`` x the nominal one by less than the witness stalled in the
     interval before it (the packet that opens it left that much late) is the machine's; a packet
     the kernel sent early (two programs sending at once, say) has no such stall to hide behind."""
-    clean, excused = [], 0
-    for r, t_prev, t0 in below:
-        if stall_ms(t_prev, t0) >= (low - r) * interval_ms:
-            excused += 1
-        else:
-            clean.append((r, t_prev, t0))
-    return clean, excused
+    return _split(below, lambda r: low - r, interval_ms, stall_ms)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -173,8 +176,8 @@ def _result(  # noqa: PLR0917  (the window's parts)
     ratios: list[float] = []
     worst: list[tuple[float, str]] = []
     band = BAND_MULT1 if args.detect_mult == 1 else BAND
-    above: list[tuple[float, float, float]] = []
-    below: list[tuple[float, float, float]] = []
+    above: list[Interval] = []
+    below: list[Interval] = []
     for local, peer in pairs:
         for src, dst in ((local, peer), (peer, local)):
             mine = flow(pkts, src=src, dst=dst)

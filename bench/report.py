@@ -603,6 +603,11 @@ def _t_takeover(doc: dict[str, Any], perr: dict[str, str]) -> Target:
     return Target(key, name, measured, NOT_MET, "", figures)
 
 
+def _below_after_stall(r: dict[str, Any]) -> int:
+    """Intervals below the jitter band the witness explains (a document from before the rule: none)."""
+    return r["below_band"] - r.get("below_band_clean", r["below_band"])
+
+
 def _t_jitter(doc: dict[str, Any], perr: dict[str, str]) -> Target:
     """Issue 15's: every kernel-clocked interval on the wire inside RFC 5880 §6.8.7's band. An
     interval above it is the machine's when the part's witness (a stream per CPU) stalled within it
@@ -625,8 +630,8 @@ def _t_jitter(doc: dict[str, Any], perr: dict[str, str]) -> Target:
         return _not_measured(key, name, _short(j["error"]) if "error" in j else "no figure", empty)
     below, above = r["below_band"], r["above_band"]
     clean, stalled = r["above_band_clean"], r["above_band_under_stall"]
-    short_clean = r.get("below_band_clean", below)
-    short_stalled = below - short_clean
+    short_stalled = _below_after_stall(r)
+    short_clean = below - short_stalled
     q = r.get("quantiles_of_nominal") or {}
     figures = [("outside the band", below + above, "", 0), ("max", q.get("1.0"), " x", 3)]
     measured = (
@@ -1495,7 +1500,7 @@ def jitter_md(doc: dict[str, Any]) -> list[str]:
                 r.get("sessions"),
                 r["intervals"],
                 _f((r["share_in_band"] or 0) * 100, 3),
-                f"{r['below_band']} ({r['below_band'] - r.get('below_band_clean', r['below_band'])})",
+                f"{r['below_band']} ({_below_after_stall(r)})",
                 f"{r['above_band']} ({r['above_band_under_stall']})",
                 " / ".join(_f(q.get(k), 3) for k in ("0.001", "0.5", "0.999", "1.0")),
                 _f(r.get("clock_share"), 2),
@@ -1608,7 +1613,9 @@ def sections_md(doc: dict[str, Any], charts: str = "", level: str = "##") -> lis
             "between two packets of one session in one direction, captured on the bridge, as a fraction "
             f"of the negotiated interval (bench/jitter.py). RFC 5880 §6.8.7's band is 75{DASH}100 % "
             f"(75{DASH}90 % with Detect Mult 1); an interval above it counts as the machine's when the "
-            "part's reference stream (one per CPU) stalled within it at least as long as it overran.",
+            "part's reference stream (one per CPU) stalled within it at least as long as it overran, "
+            "one below it when the stream stalled in the interval before it at least as long as it "
+            "falls short (its opening packet left late).",
             "",
             *jitter_md(doc),
             "",
