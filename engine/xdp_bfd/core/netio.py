@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import ipaddress
 import itertools
 import socket
@@ -42,6 +43,25 @@ TOS_CS6 = 0xC0  # network control, as bfdd sends
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 RECV_BATCH = 256  # datagrams per wake-up, so one flooded socket cannot starve the timers
+# A router has a few thousand peers and addresses at most: each is parsed once, not per datagram
+# (ipaddress's parse was about a twentieth of a loaded engine's samples, docs/benchmarks.md).
+_ADDRESSES = 8192
+
+
+@functools.lru_cache(maxsize=_ADDRESSES)
+def _source(host: str) -> Address:
+    """A sender's address as recvmsg gives it (an IPv6 link-local one may carry ``%zone``)."""
+    return ipaddress.ip_address(host.split("%", 1)[0])
+
+
+@functools.lru_cache(maxsize=_ADDRESSES)
+def _v4(raw: bytes) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(raw)
+
+
+@functools.lru_cache(maxsize=_ADDRESSES)
+def _v6(raw: bytes) -> ipaddress.IPv6Address:
+    return ipaddress.IPv6Address(raw)
 
 
 @dataclass(frozen=True)
@@ -112,15 +132,15 @@ class Receiver:
                 ttl = int.from_bytes(value[:4], "little") if len(value) >= 4 else value[0]
             elif level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(value) >= 12:
                 ifindex = struct.unpack_from("=i", value)[0]
-                dst = ipaddress.IPv4Address(value[8:12])
+                dst = _v4(value[8:12])
             elif level == socket.IPPROTO_IPV6 and kind == IPV6_HOPLIMIT:
                 ttl = struct.unpack_from("=i", value)[0]
             elif level == socket.IPPROTO_IPV6 and kind == IPV6_PKTINFO and len(value) >= 20:
-                dst = ipaddress.IPv6Address(value[:16])
+                dst = _v6(value[:16])
                 ifindex = struct.unpack_from("=I", value, 16)[0]
-        src = ipaddress.ip_address(addr[0].split("%", 1)[0])
+        src = _source(addr[0])
         if dst is None:
-            dst = ipaddress.ip_address("::" if self.family == socket.AF_INET6 else "0.0.0.0")
+            dst = _source("::" if self.family == socket.AF_INET6 else "0.0.0.0")
         return Datagram(data, src, addr[1], dst, ifindex, ttl, self.port == PORT_MULTIHOP)
 
     def close(self) -> None:

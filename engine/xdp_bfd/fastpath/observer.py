@@ -252,8 +252,12 @@ class Offload:
         # own Poll every periodic packet carries P (§6.5), once the session's own first
         # P has gone out (Session.poll_announced); the peer's Final is not steady, so
         # it reaches the session, which ends the Poll and this P with it.
-        reply = encode_control(
-            amended(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_announced)
+        # Never read for an authenticated session (XDP answers none of them: a reply would need a
+        # digest), so not built for one either: its every verified packet services it.
+        reply = (
+            encode_control(amended(s.current_packet(), state=State.UP, your_discr=0, poll=s.poll_announced))
+            if cfg.auth is None
+            else b""
         )
         expect = steady_template(entry.last_rx_raw, self.control_len)
         kcfg = {

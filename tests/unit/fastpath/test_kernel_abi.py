@@ -702,6 +702,7 @@ def test_an_authenticated_session_hands_the_kernel_only_the_packet_it_verified(a
     assert bool(w["flags"] & f.AUTH_SEQ) == auth.keyed
     assert w["auth_seq"] == (101 if auth.keyed else 0)
     assert not w["flags"] & (f.KTX | f.FINAL)  # a reply would need a digest: never built in XDP
+    assert w["reply"] == b""  # so no template for one either
     # The peer's Poll is verified, but a packet with P or F is no steady one: nothing is accepted.
     raw = _signed(
         auth,
