@@ -43,8 +43,8 @@ TOS_CS6 = 0xC0  # network control, as bfdd sends
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 RECV_BATCH = 256  # datagrams per wake-up, so one flooded socket cannot starve the timers
-# A router has a few thousand peers and addresses at most: each is parsed once, not per datagram
-# (ipaddress's parse was about a twentieth of a loaded engine's samples, docs/benchmarks.md).
+# A router has a few thousand peers and addresses: each is parsed once, not per datagram (a
+# meticulous key has every datagram reach the loop). Bounded, so a spray of sources costs no memory.
 _ADDRESSES = 8192
 
 
