@@ -292,7 +292,7 @@ def adoptable(
     same_host = host == want_host
     if not same_host:
         try:
-            same_host = ipaddress.ip_address(host.split("%", 1)[0]) == ipaddress.ip_address(want_host)
+            same_host = _source(host) == ipaddress.ip_address(want_host)
         except ValueError:
             same_host = False
     if not same_host or port != sport:
