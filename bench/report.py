@@ -802,6 +802,14 @@ def _t_seed_mass(doc: dict[str, Any], perr: dict[str, str]) -> Target:
         f"3x{r['interval_ms']} ms, p50 {_f(p50, 2)}, max {_f(mx, 2)} ms past detection, "
         f"{sil.get('still_up_at_end')} still Up; witness stall {_f(stall, 1)} ms"
     )
+    pace = wire.get("pace") or {}
+    if pace.get("late"):
+        # Why they were late: a queue from the sweep to the wire, or a detection found late.
+        measured += (
+            f"; {pace.get('late_queued')} of {pace['late']} Downs late by > 1 ms fell due behind a "
+            f"courier round's worth of others (due {_f(pace.get('due_per_ms_peak'))}/ms at the densest, "
+            f"the path's pace {_f(pace.get('left_per_ms_while_queued'))}/ms)"
+        )
     if p50 is None or mx is None:
         return _not_measured(key, name, "no Down matched on the wire", figures)
     if downs != n or sil.get("detections_reported") != n or sil.get("still_up_at_end"):
@@ -1376,6 +1384,7 @@ SILENCE_HEAD = [
     "wire: Downs / sessions seen Up",
     "wire: Down past detection ms p50 / max",
     "wire: Downs without a silence",
+    "wire: Downs due per ms (densest 5 ms) / left per ms while queued",
     "of the Downs, the kernel's",
     "report to the controller past detection ms p50 / max",
     "engine CPU µs per expiry",
@@ -1391,7 +1400,7 @@ def silence_md(sc: dict[str, Any]) -> list[str]:
         if not si:
             continue
         det, wire = si.get("detection_ms") or {}, si.get("wire") or {}
-        over = wire.get("overshoot_ms") or {}
+        over, pace = wire.get("overshoot_ms") or {}, wire.get("pace") or {}
         # Only where the sessions came from a bfddp controller (scale.py --controller bfddp).
         told = (si.get("controller") or {}).get("overshoot_ms") or {}
         rows.append(
@@ -1404,6 +1413,8 @@ def silence_md(sc: dict[str, Any]) -> list[str]:
                 f"{_f(wire.get('downs_seen'))} / {_f(wire.get('up_seen'))}",
                 f"{_f(over.get('p50'))} / {_f(over.get('max'))}",
                 _f(wire.get("early")),
+                # The demand against the path's pace (scale.py down_pace): a queue, or a late sweep.
+                f"{_f(pace.get('due_per_ms_peak'))} / {_f(pace.get('left_per_ms_while_queued'))}",
                 _f(si.get("kernel_sent_downs")),
                 f"{_f(told.get('p50'))} / {_f(told.get('max'))}" if told else "-",
                 _f(si.get("engine_cpu_us_per_expiry")),

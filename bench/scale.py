@@ -27,7 +27,9 @@ entries on both ends keep ARP out of the picture. For each rung COUNT@INTERVAL_M
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -592,6 +594,7 @@ def wire_downs(
             by_peer.setdefault(pk.dst, []).append(pk)
     over: list[float] = []
     downs: list[float] = []
+    due_left: list[tuple[float, float]] = []
     paused = resumed = early = 0
     for pkts in by_peer.values():
         heard: list[float] = []
@@ -609,6 +612,7 @@ def wire_downs(
                 early += not gaps
                 over.append((pk.ts - start) * 1e3 - detect_ms)
                 downs.append(pk.ts)
+                due_left.append((start + detect_ms / 1e3, pk.ts))
                 if found is not None:
                     found[pk.dst] = (start, pk.ts)
                 resumed += any(q.dst == synth_peer.ENGINE_IP and q.ts > pk.ts for q in pkts)
@@ -627,6 +631,58 @@ def wire_downs(
         "early": early,
         "overshoot_ms": _spread(over),
         "span_ms": round((max(downs) - min(downs)) * 1e3, 1) if downs else None,
+        "pace": down_pace(due_left),
+    }
+
+
+# The courier's round (bfd_abi.h, BFD_DOWN_BATCH): more Downs due and unsent than one round sends
+# means the path, not the sweep, holds them.
+COURIER_ROUND = 16
+PEAK_WINDOW_S = 0.005
+
+
+def down_pace(due_left: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """How fast Downs fell due against how fast they left, from the capture's (due, left) pairs.
+
+    ``due`` is a session's silence start plus the detection time (when its Down could leave at the
+    earliest), ``left`` its Down on the wire. ``due_per_ms``: the demand, Downs falling due per ms
+    over the span of due times. ``queued_max``: the most Downs due and not yet on the wire at any
+    departure. ``left_per_ms_while_queued``: the departures per ms while more than a courier round
+    was due and unsent, i.e. the pace of the path from the sweep's queue to the wire when it had
+    work waiting (the peer's receive in its namespace and the capture share these CPUs).
+    ``due_per_ms_peak``: the most Downs falling due in any 5 ms, per ms (a peer that dies slowly
+    spreads its silences and thins the demand over the whole span). ``late``:
+    Downs more than 1 ms past due, ``late_queued``: of them, those that fell due behind more than
+    a round of others (lateness from the path's pace, not from a detection found late).
+    """
+    if len(due_left) < 2:
+        return None
+    dues = sorted(d for d, _ in due_left)
+    lefts = sorted(t for _, t in due_left)
+    due_span = dues[-1] - dues[0]
+
+    def queued_at(t: float) -> int:
+        return bisect.bisect_right(dues, t) - bisect.bisect_left(lefts, t)
+
+    busy_s = 0.0
+    busy_n = 0
+    for a, b in itertools.pairwise(lefts):
+        if queued_at(a) > COURIER_ROUND:
+            busy_s += b - a
+            busy_n += 1
+    late = [(d, t) for d, t in due_left if t - d > 1e-3]
+    return {
+        "due_per_ms": round((len(dues) - 1) / (due_span * 1e3), 1) if due_span > 0 else None,
+        "due_per_ms_peak": round(
+            max(bisect.bisect_right(dues, d + PEAK_WINDOW_S) - i for i, d in enumerate(dues))
+            / (PEAK_WINDOW_S * 1e3),
+            1,
+        ),
+        "queued_max": max(queued_at(t) for t in lefts),
+        "left_per_ms_while_queued": round(busy_n / (busy_s * 1e3), 1) if busy_s > 0 else None,
+        "queued_ms": round(busy_s * 1e3, 2),
+        "late": len(late),
+        "late_queued": sum(1 for d, _ in late if queued_at(d) > COURIER_ROUND),
     }
 
 
@@ -696,6 +752,7 @@ def silence_check(
         # Every session's last frame must be in the capture: a few intervals of them first.
         time.sleep(max(0.2, 5 * interval_ms / 1000))
         cpu0 = benchlib.proc_cpu(eng.pid)
+        prog0 = prog_times(eng.pid)
         stopped_at = time.time()
         peer.stop()
         t0 = time.monotonic()
@@ -703,8 +760,19 @@ def silence_check(
         # it handles them, given 0.5 ms of wall time a session (several times what they took).
         time.sleep(detect_s + 0.5 + n / 2000)
         cpu_s = benchlib.proc_cpu(eng.pid)["sched_s"] - cpu0["sched_s"]
+        prog1 = prog_times(eng.pid)
         out = _silence_samples(eng, n, t0, detect_s, downs0)
         out["engine_cpu_s"] = round(cpu_s, 4)
+        # The tick program over the same span: the courier's rounds and every Down it cloned
+        # (through the veth's transmit, not the peer's receive), and the ticks of sessions still
+        # Up at first. An upper bound of the sending side's cost per Down, beside the wire's pace.
+        tick_ns, tick_cnt = prog1["tick_ns"] - prog0["tick_ns"], prog1["tick_cnt"] - prog0["tick_cnt"]
+        sent = out["kernel_sent_downs"]
+        out["tick_program"] = {
+            "runs": tick_cnt,
+            "run_ms": round(tick_ns / 1e6, 3),
+            "us_per_down_at_most": round(tick_ns / 1e3 / sent, 2) if sent else None,
+        }
         reported = out["detections_reported"]
         out["engine_cpu_us_per_expiry"] = round(cpu_s * 1e6 / reported, 1) if reported else None
         # The last Downs' frames reach tcpdump's file a moment after the engine counted them.
@@ -713,6 +781,9 @@ def silence_check(
         packets = cap.stop()
     found: dict[str, tuple[float, float]] = {}
     out["wire"] = wire_downs(packets, detect_s * 1e3, found)
+    # A Down the capture lost shows its session's next one (a slow-rate interval later) as its
+    # Down: the wire's maxima are the capture's when it dropped any.
+    out["wire"]["capture_dropped"] = cap.dropped
     if found:
         lo, hi = min(v[0] for v in found.values()), max(v[1] for v in found.values())
     else:
@@ -1055,6 +1126,8 @@ def main() -> int:
                 else None,
                 (wire.get("overshoot_ms") or {}).get("p50") if wire else None,
                 (wire.get("overshoot_ms") or {}).get("max") if wire else None,
+                (wire.get("pace") or {}).get("due_per_ms_peak") if wire else None,
+                (wire.get("pace") or {}).get("left_per_ms_while_queued") if wire else None,
                 (ctl.get("overshoot_ms") or {}).get("p50") if (ctl := si.get("controller")) else None,
                 (ctl.get("overshoot_ms") or {}).get("max") if ctl else None,
                 si.get("kernel_sent_downs"),
@@ -1089,6 +1162,8 @@ def main() -> int:
                 "wire Downs/Up/all",
                 "wire overshoot p50 ms",
                 "max ms",
+                "Downs due/ms peak",
+                "left/ms queued",
                 "bfddp overshoot p50 ms",
                 "max ms",
                 "kernel-sent Downs",

@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import itertools
 import math
+import re
 import signal
 import statistics
 import struct
@@ -194,6 +195,12 @@ def read_pcap(path: Path) -> list[WirePacket]:
     return out
 
 
+def _kernel_drops(text: str) -> int | None:
+    """tcpdump's closing report: "N packets dropped by kernel" (None when it gave none)."""
+    m = re.search(r"^(\d+) packets? dropped by kernel$", text, re.M)
+    return int(m.group(1)) if m else None
+
+
 class Capture:
     """tcpdump on one interface of a namespace; :meth:`stop` returns the packets.
 
@@ -205,6 +212,8 @@ class Capture:
         self.filter = bpf_filter or "udp and (port 3784 or port 4784 or port 3785)"
         self.proc: subprocess.Popen | None = None
         self.packets: list[WirePacket] = []
+        # What tcpdump said on its way out: packets the kernel dropped before tcpdump read them.
+        self.dropped: int | None = None
 
     def start(self, timeout: float = 10.0) -> Capture:
         self.proc = self.ns.popen(
@@ -238,6 +247,8 @@ class Capture:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
             if self.proc.stderr:
+                with contextlib.suppress(OSError, ValueError):
+                    self.dropped = _kernel_drops(self.proc.stderr.read())
                 self.proc.stderr.close()
             self.proc = None
             self.packets = read_pcap(self.path) if self.path.exists() else []

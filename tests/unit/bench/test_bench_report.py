@@ -341,15 +341,21 @@ def test_the_mass_silence_is_shown_where_the_profile_ran_it() -> None:
     row = lines[-1]
     assert (
         row.startswith("| 1024 | 3x")
-        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | - | - | 228.8 | - |" in row
+        and "| 1024/1024 | 31.0 / 32.1 | 0 | 1020 / 1024 | 70.0 / 138.0 | 0 | - / - | - | - | 228.8 | - |"
+        in row
     )
     # Sessions from a bfddp controller (scale.py --controller bfddp): its reports' lateness beside the wire's.
     told = {"overshoot_ms": {"p50": 19.0, "p99": 47.9, "max": 48.4}}
     doc["scale"]["rungs"][1]["silence"]["controller"] = told
     row = report.scale_md(doc)[-1]
-    assert "| 70.0 / 138.0 | 0 | - | 19.0 / 48.4 | 228.8 | - |" in row
+    assert "| 70.0 / 138.0 | 0 | - / - | - | 19.0 / 48.4 | 228.8 | - |" in row
     doc["scale"]["rungs"][1]["silence"] |= {"witness": {"stall_ms": 3.25}, "kernel_sent_downs": 1020}
-    assert report.scale_md(doc)[-1].endswith("| 70.0 / 138.0 | 0 | 1020 | 19.0 / 48.4 | 228.8 | 3.2 |")
+    row = report.scale_md(doc)[-1]
+    assert row.endswith("| 70.0 / 138.0 | 0 | - / - | 1020 | 19.0 / 48.4 | 228.8 | 3.2 |")
+    # The demand against the path's pace (scale.py down_pace).
+    pace = {"due_per_ms_peak": 210.4, "left_per_ms_while_queued": 63.1}
+    doc["scale"]["rungs"][1]["silence"]["wire"]["pace"] = pace
+    assert "| 70.0 / 138.0 | 0 | 210.4 / 63.1 | 1020 |" in report.scale_md(doc)[-1]
 
 
 def test_an_unmeasured_xdp_share_is_an_error_not_a_zero() -> None:
@@ -608,6 +614,14 @@ def test_the_mass_silence_at_4096_needs_every_down_and_its_timing_under_a_witnes
     assert "p50 30.00, max 45.00 ms past detection" in t.measured and "witness stall 50.0 ms" in t.measured
     rung["silence"] = silence(4096, p50=30.0, mx=45.0, stall=2.0)
     assert verdicts(doc)["seed_detect_4096"].verdict == report.NOT_MET
+    # Where the late Downs queued behind the path, the row says so beside its figures.
+    pace = {"due_per_ms_peak": 210.4, "left_per_ms_while_queued": 63.1, "late": 4032, "late_queued": 4030}
+    rung["silence"]["wire"]["pace"] = pace
+    t = verdicts(doc)["seed_detect_4096"]
+    assert t.verdict == report.NOT_MET and t.measured.endswith(
+        "; 4030 of 4032 Downs late by > 1 ms fell due behind a courier round's worth of others "
+        "(due 210.4/ms at the densest, the path's pace 63.1/ms)"
+    )
     # A session never seen going Down is a route never withdrawn: no stall excuses it.
     rung["silence"] = silence(4096, downs=4090, stall=50.0)
     t = verdicts(doc)["seed_detect_4096"]

@@ -90,3 +90,27 @@ def test_each_report_to_the_controller_is_judged_against_the_same_sessions_wire(
     assert round(c["after_wire_ms"]["max"], 1) == 25.0
     assert c["span_ms"] == 30.0
     assert scale.controller_downs([], found, since=0.9, detect_ms=30.0)["overshoot_ms"] is None
+
+
+def test_the_pace_tells_a_queue_behind_the_path_from_a_late_detection():
+    """40 Downs falling due 25 us apart that left one every 0.1 ms, and one due alone, 5.1 ms late."""
+    # Down i falls due at 1.0 + i * 25 us (a hair early, so no comparison rests on a float's last
+    # bit) and leaves at 1.0 + i * 0.1 ms; the lone one falls due at 1.005 when all have left.
+    due_left = [(1.0 + i * 25e-6 - 1e-9, 1.0 + i * 1e-4) for i in range(40)]
+    due_left.append((1.005, 1.0101))
+    p = scale.down_pace(due_left)
+    assert p is not None
+    # 41 dues over 5 ms; the densest 5 ms holds all 40 of the burst (the lone one is 5 ms after
+    # the first, one float step outside the window).
+    assert (p["due_per_ms"], p["due_per_ms_peak"]) == (8.0, 8.0)
+    # At departure k, min(40, 4k + 1) were due and k had left: 30 queued at k = 10, the most.
+    assert p["queued_max"] == 30
+    # More than a round (16) queued at departures 6 to 23: 18 departures over 1.8 ms.
+    assert (p["left_per_ms_while_queued"], p["queued_ms"]) == (10.0, 1.8)
+    # Late by more than 1 ms: Downs 14 to 39 (i x 75 us late) and the lone one. Behind more than a
+    # round when they fell due (i + 1 due, ceil(i / 4) gone): Downs 22 to 39; the lone one was not.
+    assert (p["late"], p["late_queued"]) == (27, 18)
+
+
+def test_no_pace_without_two_downs():
+    assert scale.down_pace([(1.0, 1.001)]) is None

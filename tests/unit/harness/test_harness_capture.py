@@ -11,6 +11,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 from scapy.utils import wrpcap
 
+from harness import capture
 from harness.capture import gap_stats, gaps_ms, read_pcap
 from harness.inject import auth_simple, bfd_control
 
@@ -101,3 +102,11 @@ def test_gaps_ms_from_timestamps():
     assert gaps_ms([P(1.0), P(1.031), P(1.019), P(1.04)]) == pytest.approx([19.0, 12.0, 9.0])
     with pytest.raises(ValueError):
         gap_stats([])
+
+
+def test_tcpdumps_closing_report_gives_the_kernels_drops():
+    report = "12 packets captured\n15 packets received by filter\n3 packets dropped by kernel\n"
+    assert capture._kernel_drops(report) == 3
+    assert capture._kernel_drops("1 packet captured\n0 packets dropped by kernel\n") == 0
+    # Killed before its report: no figure, not a zero.
+    assert capture._kernel_drops("listening on veth-p\n") is None
