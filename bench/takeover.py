@@ -361,7 +361,14 @@ def parser() -> argparse.ArgumentParser:
         "--engine-sched",
         default="plain",
         choices=("plain", "unit"),
-        help=f"unit: every engine under {' '.join(UNIT_PREFIX)} with --sched-deadline {ENGINE_RESERVATION}",
+        help=f"unit: every engine under {' '.join(UNIT_PREFIX)} with --sched-deadline (--engine-reservation)",
+    )
+    ap.add_argument(
+        "--engine-reservation",
+        default=ENGINE_RESERVATION,
+        metavar="RUNTIME/PERIOD",
+        help=f"each engine's --sched-deadline under --engine-sched unit, in us (default {ENGINE_RESERVATION},"
+        " the unit's): docs/operations.md sizes it for meticulous keys",
     )
     ap.add_argument(
         "--capture-net",
@@ -391,6 +398,9 @@ def check(args: argparse.Namespace) -> str | None:
         return "--sessions 1-4096, --takeovers 1-50"
     if not 0 <= getattr(args, "meticulous", 0) <= args.sessions:
         return "--meticulous 0-SESSIONS"
+    runtime, _, period = getattr(args, "engine_reservation", ENGINE_RESERVATION).partition("/")
+    if not (runtime.isdigit() and period.isdigit() and 0 < int(runtime) <= int(period)):
+        return "--engine-reservation RUNTIME/PERIOD in us, 0 < RUNTIME <= PERIOD"
     return None
 
 
@@ -466,7 +476,8 @@ def run(
         prefix = ["env", f"NOTIFY_SOCKET={notify.path}"]
         if args.engine_sched == "unit":
             # As the unit runs it: FIFO 60, then the loop's own deadline reservation.
-            argv += ["--sched-deadline", ENGINE_RESERVATION]
+            argv += ["--sched-deadline", args.engine_reservation]
+            out["engine_reservation"] = args.engine_reservation
             prefix += UNIT_PREFIX
         eng = EngineProcess(d, argv, work, prefix=prefix).start()
         notify.recv(120, eng)  # READY=1

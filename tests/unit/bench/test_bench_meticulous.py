@@ -288,3 +288,12 @@ def test_the_options_default_to_no_meticulous_session_and_are_bounded() -> None:
     assert takeover.check(args) == "--meticulous 0-SESSIONS"
     ns = argparse.Namespace(sessions=8, takeovers=1)  # the suite's older arguments: none meticulous
     assert takeover.check(ns) is None
+
+
+def test_the_engines_reservation_defaults_to_the_units_and_is_checked() -> None:
+    ap = takeover.parser()
+    assert ap.parse_args([]).engine_reservation == takeover.ENGINE_RESERVATION
+    assert takeover.check(ap.parse_args(["--engine-reservation", "3000/10000"])) is None
+    for bad in ("3000", "0/10000", "20000/10000", "3 ms/10000", "-1/10000"):
+        args = ap.parse_args([f"--engine-reservation={bad}"])
+        assert takeover.check(args) == "--engine-reservation RUNTIME/PERIOD in us, 0 < RUNTIME <= PERIOD"
