@@ -53,6 +53,7 @@ from harness.engine import EngineProcess
 from harness.frr import Frr
 from harness.netns import PREFIX, Namespace, Topology, attach_xdp_pass, entered
 from harness.wait import wait_until
+from xdp_bfd.fastpath import abi
 
 DEFAULT_LADDER = "1@10,64@10,1024@10,4096@100"
 CPU_TARGET_PCT = 2.0
@@ -637,7 +638,7 @@ def wire_downs(
 
 # The courier's round (bfd_abi.h, BFD_DOWN_BATCH): more Downs due and unsent than one round sends
 # means the path, not the sweep, holds them.
-COURIER_ROUND = 16
+COURIER_ROUND = abi.load().down_batch
 PEAK_WINDOW_S = 0.005
 
 
@@ -646,14 +647,14 @@ def down_pace(due_left: list[tuple[float, float]]) -> dict[str, Any] | None:
 
     ``due`` is a session's silence start plus the detection time (when its Down could leave at the
     earliest), ``left`` its Down on the wire. ``due_per_ms``: the demand, Downs falling due per ms
-    over the span of due times. ``queued_max``: the most Downs due and not yet on the wire at any
-    departure. ``left_per_ms_while_queued``: the departures per ms while more than a courier round
-    was due and unsent, i.e. the pace of the path from the sweep's queue to the wire when it had
-    work waiting (the peer's receive in its namespace and the capture share these CPUs).
-    ``due_per_ms_peak``: the most Downs falling due in any 5 ms, per ms (a peer that dies slowly
-    spreads its silences and thins the demand over the whole span). ``late``:
-    Downs more than 1 ms past due, ``late_queued``: of them, those that fell due behind more than
-    a round of others (lateness from the path's pace, not from a detection found late).
+    over the span of due times; ``due_per_ms_peak``: the most falling due in any 5 ms, per ms (a
+    peer that dies slowly spreads its silences and thins the demand over the whole span).
+    ``queued_max``: the most Downs due and not yet on the wire at any departure.
+    ``left_per_ms_while_queued``: the departures per ms while more than a courier round was due and
+    unsent, i.e. the pace of the path from the sweep's queue to the wire when it had work waiting
+    (the peer's receive in its namespace and the capture share these CPUs). ``late``: Downs more
+    than 1 ms past due; ``late_queued``: of them, those that fell due behind more than a round of
+    others (lateness from the path's pace, not from a detection found late).
     """
     if len(due_left) < 2:
         return None
