@@ -594,8 +594,7 @@ def wire_downs(
         elif pk.src == synth_peer.ENGINE_IP:
             by_peer.setdefault(pk.dst, []).append(pk)
     over: list[float] = []
-    downs: list[float] = []
-    due_left: list[tuple[float, float]] = []
+    due_left: list[tuple[float, float]] = []  # each Down's due time (silence + detection) and its time
     paused = resumed = early = 0
     for pkts in by_peer.values():
         heard: list[float] = []
@@ -612,7 +611,6 @@ def wire_downs(
                 paused += bool(gaps) and start != heard[-1]
                 early += not gaps
                 over.append((pk.ts - start) * 1e3 - detect_ms)
-                downs.append(pk.ts)
                 due_left.append((start + detect_ms / 1e3, pk.ts))
                 if found is not None:
                     found[pk.dst] = (start, pk.ts)
@@ -631,7 +629,7 @@ def wire_downs(
         "resumed": resumed,
         "early": early,
         "overshoot_ms": _spread(over),
-        "span_ms": round((max(downs) - min(downs)) * 1e3, 1) if downs else None,
+        "span_ms": round((max(lefts) - min(lefts)) * 1e3, 1) if (lefts := [t for _, t in due_left]) else None,
         "pace": down_pace(due_left),
     }
 
