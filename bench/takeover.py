@@ -84,7 +84,13 @@ READ_RE = re.compile(r"pin: read the state of (\d+) sessions in ([\d.]+) ms[^(\n
 OWN_RE = re.compile(r"own part ([\d.]+) ms, exit ([\d.]+) ms")
 HANDED_RE = re.compile(
     r"pin: handed over (\d+) sessions \((\d+) bytes of state\) in ([\d.]+) ms"
-    r"(?: \(encoding ([\d.]+)(?:, (\d+) sessions encoded again)?[^)]*\))?"
+    r"(?: \(encoding ([\d.]+)(?:, [\d.]+ of CPU)?(?:, (\d+) sessions encoded again)?[^)]*\))?"
+)
+# The same line's parts (this build's): the encoding's CPU, the sessions whose machine state was
+# compared, the state's write (chunks written of all) and the sockets' pass.
+PARTS_RE = re.compile(
+    r"pin: handed over .*?\(encoding [\d.]+, ([\d.]+) of CPU, \d+ sessions encoded again since the warm-up, "
+    r"(\d+) compared; writing ([\d.]+), (\d+) of (\d+) chunks; sockets ([\d.]+)"
 )
 # The old engine signed the meticulous sessions' next packets ahead for the kernel's clock.
 SERIES_RE = re.compile(r"pin: handed over .*?(\d+) series signed ahead")
@@ -154,6 +160,20 @@ def standby(doc: dict[str, Any], signed: Collection[str]) -> int | None:
     return sum(1 for s in doc["sessions"] if s.get("peer") in signed and s.get("kernel_clock_standby"))
 
 
+def _handover_parts(log: str) -> dict[str, Any]:
+    """The old engine's handover line's parts (empty for a build that does not log them)."""
+    p = PARTS_RE.search(log)
+    if p is None:
+        return {}
+    return {
+        "encoding_cpu_ms_old_log": float(p.group(1)),
+        "compared": int(p.group(2)),
+        "write_ms_old_log": float(p.group(3)),
+        "chunks_written": [int(p.group(4)), int(p.group(5))],
+        "sockets_ms_old_log": float(p.group(6)),
+    }
+
+
 def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -> tuple[EngineProcess, dict]:
     notify: Notify = bed["notify"]
     w_spawn = time.time()
@@ -190,6 +210,7 @@ def takeover(old: EngineProcess, argv: list[str], bed: dict[str, Any], n: int) -
         # Sessions the old engine encoded again at the request (the rest it kept from its warm-up).
         "encoded_again": int(h.group(5)) if h and h.group(5) else None,
         "state_bytes": int(h.group(2)) if h else None,
+        **_handover_parts(old.log()),
         # Meticulous sessions whose next packets the old engine signed ahead (none: no such line).
         "series_signed_ahead": int(sr.group(1)) if (sr := SERIES_RE.search(old.log())) else 0,
         "spawn_to_mainpid_s": round(t_main - t_spawn, 3),

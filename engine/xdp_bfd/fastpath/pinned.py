@@ -40,15 +40,22 @@ class Pinned:
         """Nothing left to adopt: the next start begins fresh."""
         self.set_owner(0, 0, 0)
 
-    def write_blob(self, blob: bytes) -> None:
+    def write_blob(self, blob: bytes, previous: bytes = b"") -> int:
+        """Write ``blob`` over the map's chunks; how many were written. ``previous``: what the map
+        holds (the caller wrote it whole): a chunk with the same bytes there is left as it is."""
         table, size = self.blob, self.abi.handover_chunk
         if len(blob) > size * self.abi.handover_chunks:
             raise KernelError(f"handover state of {len(blob)} bytes does not fit the pinned map")
+        written = 0
         for i in range(0, len(blob), size):
-            leaf = table.Leaf()
             part = blob[i : i + size]
+            if previous[i : i + size] == part:
+                continue
+            leaf = table.Leaf()
             ctypes.memmove(leaf.data, part, len(part))
             table[table.Key(i // size)] = leaf
+            written += 1
+        return written
 
     def read_blob(self, length: int) -> bytes:
         table, size = self.blob, self.abi.handover_chunk

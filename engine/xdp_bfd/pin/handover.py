@@ -321,17 +321,28 @@ def load(fp: FastPath, preload: Preload | None = None) -> state.Handed | None:
 # --- the running engine -----------------------------------------------------------------
 
 
-def warm_up(host: Host, offload: Offload) -> None:
+@dataclass
+class Prepared:
+    """What the warm-up did ahead of the request, for the request to do only the rest."""
+
+    blob: bytes = b""  # the state the warm-up wrote to the pinned map (whole), else b""
+    sender: session_sockets.Sender | None = None  # the connection the sessions' sockets went over
+
+
+def warm_up(host: Host, offload: Offload, prepared: Prepared | None = None) -> None:
     """PREPARE_SIGNAL: encode the state once for nothing (warm caches), then say so in the owner record.
 
     The engine still serves meanwhile, so this goes in paced steps like a stats
     dump (a stats document, then the sessions encoded a slice at a time): in
     one piece, with cold caches, it would hold the loop far longer than a step
-    of a dump may, and many times longer under a reservation.
+    of a dump may, and many times longer under a reservation. The sessions'
+    sockets go to the successor here too, a message a step (``prepared``
+    remembers them and the state written, for :func:`hand_over`).
     """
     fp = offload.fp
     assert fp.pinned is not None
     pinned, running = fp.pinned, fp.abi.OwnerState.RUNNING
+    prepared = prepared if prepared is not None else Prepared()
 
     def encode_slices(_doc: dict[str, Any]) -> Generator[None, None, None]:
         yield from state.rehearse(host, WARM_UP_SLICE_SESSIONS)
@@ -342,7 +353,12 @@ def warm_up(host: Host, offload: Offload) -> None:
         except ValueError:
             blob = b""
         yield
+        prepared.blob = b""
         written = _write_rehearsal(pinned, blob)
+        if written:
+            prepared.blob = blob
+        if fp.pin is not None:
+            yield from _pass_sockets_early(host, fp.pin.root, prepared)
         # The stamp opens a turn of its own. The request follows it soon after, and under a
         # reservation the encoding's last turn can have used the period's runtime: the handover
         # would then wait, throttled, for the next period (docs/benchmarks.md, session 31).
@@ -370,6 +386,7 @@ def hand_over(
     offload: Offload,
     packet_sockets: Callable[[], list[tuple[int, int]]] = list,
     clock: Clock | None = None,
+    prepared: Prepared | None = None,
 ) -> None:
     """SIGUSR2: write the state for a successor and exit 75 without a word to the peers.
 
@@ -377,9 +394,12 @@ def hand_over(
     socket the engine holds, passed on so that the exit waits for no grace
     period (packet_sockets.py). ``clock``: the kernel transmit clock, which
     sends the meticulous keys' packets signed ahead until the successor does.
+    ``prepared``: what the warm-up did (the state it wrote, the sockets it
+    passed): only what differs is written and passed again.
     """
     fp = offload.fp
     assert fp.pin is not None and fp.pinned is not None
+    prepared = prepared if prepared is not None else Prepared()
     t0 = time.monotonic_ns()
     # First: the series take over from the session's own next packet, before the encoding delays it.
     prepaid = _prepay(clock)
@@ -390,10 +410,15 @@ def hand_over(
     # would trigger several, and this process either exits in a moment or
     # goes back to serving (then the collector comes back).
     gc.disable()
+    # The CPU beside the wall clock: on a busy machine an engine left without its reservation
+    # waits for a CPU, and the two tell that from work of its own.
+    t_signed, cpu_signed = time.monotonic_ns(), time.thread_time_ns()
     try:
         blob = state.encode(host, fp.slots.nslots)
-        t_encoded = time.monotonic_ns()
-        fp.pinned.write_blob(blob)
+        t_encoded, cpu_encoded = time.monotonic_ns(), time.thread_time_ns()
+        # The chunks the warm-up wrote with the same bytes are left as they are.
+        previous, prepared.blob = prepared.blob, b""
+        rewritten = fp.pinned.write_blob(blob, previous)
     except Exception as e:
         gc.enable()
         if clock is not None and prepaid:
@@ -404,19 +429,28 @@ def hand_over(
             " without its SCHED_DEADLINE reservation (a restart takes it again)" if left else "",
         )
         return
-    _pass_sockets(host, fp.pin.root)
+    t_written = time.monotonic_ns()
+    _pass_sockets(host, fp.pin.root, prepared)
     _pass_packet_sockets(packet_sockets(), fp.pin.root)
     host.handoff.depart(fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
     fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.HANDED_OVER, len(blob), done_ns=time.monotonic_ns())
+    chunks = -(-len(blob) // fp.abi.handover_chunk)
     log.info(
-        "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f, %d sessions encoded "
-        "again since the warm-up%s%s); exiting 75",
+        "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f, %.1f of CPU, "
+        "%d sessions encoded again since the warm-up, %d compared; writing %.1f, %d of %d chunks; "
+        "sockets %.1f%s%s); exiting 75",
         len(host.sessions),
         len(blob),
         (time.monotonic_ns() - t0) / 1e6,
-        (t_encoded - t0) / 1e6,
+        (t_encoded - t_signed) / 1e6,
+        (cpu_encoded - cpu_signed) / 1e6,
         state.encoded_afresh(),
-        f", {prepaid} series signed ahead" if prepaid else "",
+        state.compared(),
+        (t_written - t_encoded) / 1e6,
+        rewritten,
+        chunks,
+        (time.monotonic_ns() - t_written) / 1e6,
+        f", {prepaid} series signed ahead in {(t_signed - t0) / 1e6:.1f} ms" if prepaid else "",
         f", out of the {left[0]}/{left[1]}us reservation" if left else "",
     )
     for h in logging.getLogger().handlers:
@@ -439,17 +473,66 @@ def _prepay(clock: Clock | None) -> int:
         return 0
 
 
-def _pass_sockets(host: Host, root: Path) -> None:
-    """Give the successor every session's socket (session_sockets.py); it makes afresh what it lacks."""
-    items = [(discr, e.tx.sport, fd) for discr, e in host.sessions.items() if (fd := e.tx.fileno()) >= 0]
-    if not items:
-        return
+def _pass_sockets_early(host: Host, root: Path, prepared: Prepared) -> Generator[None, None, None]:
+    """The warm-up: the sessions' sockets to the successor listening, a message a step.
+
+    Over a new connection each time: the one a successor asks from (an earlier
+    warm-up's was to a successor that went away, or to this one, which then
+    reads the first and finds the same sockets there).
+    """
+    if prepared.sender is not None:
+        prepared.sender.close()
+        prepared.sender = None
     try:
-        pid, n = session_sockets.send(root, items)
+        sender = session_sockets.Sender(root)
     except PassError as e:
-        log.info("pin: the sessions' sockets were not passed (%s); a successor makes its own", e)
+        log.info("pin: the sessions' sockets were not passed at the warm-up (%s)", e)
         return
-    log.info("pin: passed %d of %d sessions' sockets to engine %d", n, len(items), pid)
+    prepared.sender = sender
+    items = [(discr, e.tx) for discr, e in host.sessions.items()]
+    sent = 0
+    for i in range(0, len(items), session_sockets.PER_MESSAGE):
+        yield
+        n, _new = sender.pass_sessions(items[i : i + session_sockets.PER_MESSAGE])
+        sent += n
+        if sender.broken:
+            break
+    log.info(
+        "pin: passed %d of %d sessions' sockets to engine %d at the warm-up", sent, len(items), sender.pid
+    )
+
+
+def _pass_sockets(host: Host, root: Path, prepared: Prepared) -> None:
+    """Give the successor every session's socket (session_sockets.py); it makes afresh what it lacks.
+
+    Over the warm-up's connection only those it did not carry; over a new one
+    (no warm-up, or its connection failed) all of them.
+    """
+    sessions = [(discr, e.tx) for discr, e in host.sessions.items()]
+    if not sessions:
+        return
+    sender = prepared.sender
+    if sender is not None and sender.broken:
+        sender.close()
+        sender = None
+    if sender is None:
+        try:
+            sender = session_sockets.Sender(root)
+        except PassError as e:
+            log.info("pin: the sessions' sockets were not passed (%s); a successor makes its own", e)
+            return
+    sent, new = sender.pass_sessions(sessions)
+    early = len(sessions) - new
+    log.info(
+        "pin: passed %d of %d sessions' sockets to engine %d (%d at the warm-up, %d now)",
+        early + sent,
+        len(sessions),
+        sender.pid,
+        early,
+        sent,
+    )
+    if sent < new:
+        log.info("pin: %d sessions' sockets were not passed; the successor makes them afresh", new - sent)
 
 
 def _pass_packet_sockets(items: list[tuple[int, int]], root: Path) -> None:
@@ -467,6 +550,7 @@ __all__ = [
     "PREPARE_SIGNAL",
     "Departure",
     "Preload",
+    "Prepared",
     "hand_over",
     "load",
     "request",

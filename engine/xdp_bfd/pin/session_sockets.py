@@ -8,14 +8,17 @@ sessions' traffic (docs/benchmarks.md). Passed, the successor checks what the
 kernel says each one is (``core.netio.adoptable``) and keeps it.
 
 The rendezvous is fdpass.py's, on a channel of its own: before it signals
-the old engine, the successor listens; the old engine, once its state is
-written, connects and sends messages of at most :data:`PER_MESSAGE`
+the old engine, the successor listens; the old engine connects at its
+warm-up (:class:`Sender`) and sends messages of at most :data:`PER_MESSAGE`
 descriptors (the kernel's limit for one message), each with a header naming
-every descriptor's session and source port, and exits. The successor reads
-them once the old engine is gone. Whatever does not arrive (no listener, a
-full socket buffer, a truncated message, a header that does not add up) is
-made afresh on its recorded port, as before; nothing passed is trusted
-beyond what the kernel reports about it.
+every descriptor's session and source port; at the request it sends only the
+sessions' sockets it has not passed yet (sessions added since), and exits.
+A socket passed early is the same socket, not a copy: the old engine goes on
+sending from it, the successor only holds it. The successor reads them once
+the old engine is gone; a session passed twice keeps the later socket.
+Whatever does not arrive (no listener, a full socket buffer, a truncated
+message, a header that does not add up) is made afresh on its recorded port,
+as before; nothing passed is trusted beyond what the kernel reports about it.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..core.netio import SOURCE_PORT_FIRST, SOURCE_PORT_LAST
 from . import fdpass
@@ -45,21 +49,63 @@ def send(root: Path, sockets: Sequence[tuple[int, int, int]]) -> tuple[int, int]
     Stops at the first message the socket does not take: the sessions not
     passed are made afresh by the successor. PassError when nobody listens.
     """
-    s, pid = fdpass.connect(root, CHANNEL)
-    passed = 0
-    with s:
+    sender = Sender(root)
+    try:
+        return sender.pid, sender.send(sockets)
+    finally:
+        sender.close()
+
+
+class Sender:
+    """Old engine: one connection to the successor, from its warm-up to the exit (PassError if none).
+
+    Remembers what each session passed (its transmitter, whose socket and port
+    never change), so that the request sends only what is new.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.sock, self.pid = fdpass.connect(root, CHANNEL)
         with contextlib.suppress(OSError):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        self.passed: dict[int, Any] = {}  # discriminator -> the transmitter whose socket went
+        self.broken = False
+
+    def pass_sessions(self, sessions: Iterable[tuple[int, Any]]) -> tuple[int, int]:
+        """Pass the socket of each ``(discriminator, transmitter)`` this connection has not carried
+        yet; (passed now, how many it had not carried)."""
+        passed = self.passed
+        new = [
+            (discr, tx, fd)
+            for discr, tx in sessions
+            if passed.get(discr) is not tx and (fd := tx.fileno()) >= 0
+        ]
+        sent = self.send([(discr, tx.sport, fd) for discr, tx, fd in new])
+        for discr, tx, _fd in new[:sent]:
+            passed[discr] = tx
+        return sent, len(new)
+
+    def send(self, sockets: Sequence[tuple[int, int, int]]) -> int:
+        """Pass ``(discriminator, source port, descriptor)`` of each; how many went, in order.
+
+        Stops at the first message the socket does not take; the connection
+        is then ``broken`` (the successor keeps what came before it).
+        """
+        sent = 0
         for i in range(0, len(sockets), PER_MESSAGE):
             chunk = sockets[i : i + PER_MESSAGE]
             header = {"pid": os.getpid(), "fds": [[discr, sport] for discr, sport, _fd in chunk]}
             try:
-                socket.send_fds(s, [fdpass.pack(header, b"", b"")], [fd for _d, _p, fd in chunk])
+                socket.send_fds(self.sock, [fdpass.pack(header, b"", b"")], [fd for _d, _p, fd in chunk])
             except OSError as e:
-                log.warning("pin: %d session sockets passed, the rest not: %s", passed, e.strerror or e)
+                self.broken = True
+                log.warning("pin: %d session sockets passed, the rest not: %s", sent, e.strerror or e)
                 break
-            passed += len(chunk)
-    return pid, passed
+            sent += len(chunk)
+        return sent
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
 
 class Passed:
@@ -105,11 +151,12 @@ class Passed:
             self.refused += len(fds)
             return
         for (discr, sport), fd in zip(pairs, fds, strict=True):
-            if discr in self.fds:
-                os.close(fd)
+            earlier = self.fds.get(discr)
+            if earlier is not None:
+                # Passed at the warm-up and again at the request: the session's socket changed.
+                os.close(earlier[1])
                 self.refused += 1
-            else:
-                self.fds[discr] = (sport, fd)
+            self.fds[discr] = (sport, fd)
 
 
 def _pairs(data: bytes, n: int) -> list[tuple[int, int]] | None:
@@ -141,4 +188,4 @@ def collect(inbox: fdpass.Inbox | None, sender: int) -> Passed:
     return passed
 
 
-__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "collect", "open_inbox", "send"]
+__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "Sender", "collect", "open_inbox", "send"]

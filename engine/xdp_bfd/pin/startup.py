@@ -291,9 +291,13 @@ def start_fast_path(
         def held_packet_sockets() -> list[tuple[int, int]]:
             return [*(clock.loop.packet_sockets() if clock is not None else ()), *echo.packet_sockets()]
 
-        host.on_signal(signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets, clock))
+        # What the warm-up did ahead (the state written, the sockets passed): the request does the rest.
+        prepared = handover.Prepared()
+        host.on_signal(
+            signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets, clock, prepared)
+        )
         # A successor is about to ask for a handover.
-        host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload))
+        host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload, prepared))
     if swap is not None:
         # Last: the swap holds the kernel's netlink lock while it waits, and the
         # clock's loop is taken over netlink above.

@@ -68,6 +68,7 @@ class Session:
         # §6.8.1: bfd.LocalDiscr is nonzero (the caller keeps it unique).
         if not 0 < local_discr < _U32:
             raise ValueError(f"local discriminator {local_discr} must be 1..2^32-1")
+        self._gen = 0
         self._config = config
         self._rng = rng if rng is not None else random.Random()
         self._local_discr = local_discr
@@ -149,8 +150,24 @@ class Session:
         "demand_poll_us", "detection_external", "periodic_tx_external",
     )  # fmt: skip
     _NOT_STATE: ClassVar[frozenset[str]] = frozenset(
-        {"_config", "_rng", "_outbox", "_events", "_sent_ahead", "_down_memo", "_silence_from_us"}
+        {"_config", "_rng", "_outbox", "_events", "_sent_ahead", "_down_memo", "_silence_from_us", "_gen"}
     )
+    # The state fields a caller sets directly rather than through a method: not counted by
+    # ``generation``, so whoever keeps a copy of the state compares these itself.
+    CALLER_FIELDS: ClassVar[tuple[str, ...]] = (
+        "demand_poll_us",
+        "detection_external",
+        "periodic_tx_external",
+    )
+
+    @property
+    def generation(self) -> int:
+        """Moves on each call of a method that may change :meth:`export` (a unit test holds every
+        method to it), so a copy of the state made at one generation is still the state while it
+        stays: a ``--pin`` handover encodes again only the sessions whose generation moved. The
+        ``CALLER_FIELDS`` are not counted. Not state: a restored session starts again from 0.
+        """
+        return self._gen
 
     def export(self) -> tuple[Any, ...]:
         """The session's state, as values in ``STATE_FIELDS`` order (plain data, picklable)."""
@@ -175,6 +192,7 @@ class Session:
         session._outbox = []
         session._events = deque()
         session._silence_from_us = None
+        session._gen = 0
         vars(session).update(state)
         return session
 
@@ -197,6 +215,7 @@ class Session:
         with a Final, so the session must not send a second one. Raises
         :class:`Rejected` for a discarded packet, in which case nothing changed.
         """
+        self._gen += 1
         self._check_ttl(ttl)
         self._check_discriminators(pkt)
         sequence = self._check_auth(pkt, raw, now_us)
@@ -233,6 +252,7 @@ class Session:
 
     def handle_timer(self, now_us: int) -> None:
         """Do whatever is due at ``now_us``: detection, bookkeeping resets, transmission."""
+        self._gen += 1
         deadline = self._detection_deadline()
         if deadline is not None and now_us >= deadline:
             self._expire_detection(now_us)
@@ -283,6 +303,7 @@ class Session:
         toggling ``shutdown`` moves to AdminDown (diag 7) or back to Down
         (§6.8.16). The demultiplexing key cannot change: that is a new session.
         """
+        self._gen += 1
         old = self._config
         if config.key() != old.key():
             raise ValueError(f"session key cannot change ({old.key()} -> {config.key()})")
@@ -299,6 +320,7 @@ class Session:
 
     def admin_down(self, now_us: int) -> None:
         """Go AdminDown (diag 7) and queue a packet telling the peer at once (§6.8.16)."""
+        self._gen += 1
         if self._state != State.ADMIN_DOWN:
             self._change_state(State.ADMIN_DOWN, Diag.ADMINISTRATIVELY_DOWN, now_us)
         else:
@@ -311,6 +333,7 @@ class Session:
         ``sent``: what the host already sent for it (:meth:`expiry_datagram`); the
         machine queues its own packet only if it differs.
         """
+        self._gen += 1
         self._sent_ahead = sent
         try:
             self._expire_detection(now_us)
@@ -351,6 +374,7 @@ class Session:
 
     def note_rx(self, now_us: int) -> None:
         """The kernel handled a packet for this session: it counts as received for §6.8.4 bookkeeping."""
+        self._gen += 1
         if self._last_rx_us is None or now_us > self._last_rx_us:
             self._last_rx_us = now_us
 
@@ -360,6 +384,7 @@ class Session:
         In Demand mode this is the only thing that detects a silent peer: if no
         Final arrives within the Detection Time the session goes Down (§6.8.4).
         """
+        self._gen += 1
         if self._state == State.UP and not self._poll_active:
             self._poll_queued = True
         self._settle(now_us)
@@ -784,6 +809,7 @@ class Session:
     def resume_sequence(self, seq: int) -> None:
         """Packets of ours left at numbers before ``seq`` without the session (a series the
         kernel sent): the next one carries ``seq``."""
+        self._gen += 1
         self._xmit_seq = seq % 2**32
 
     def _signed(self, pkt: ControlPacket, *, seq: int | None = None) -> bytes:

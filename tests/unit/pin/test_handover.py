@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import os
 import select
 import time
@@ -12,10 +13,14 @@ from types import SimpleNamespace
 import pytest
 
 from harness.fakehost import FakeHost
+from xdp_bfd.core.netio import SourcePorts, Transmitter
 from xdp_bfd.fastpath import abi
 from xdp_bfd.fastpath.errors import KernelError
 from xdp_bfd.fastpath.pinned import Pinned
-from xdp_bfd.pin import directory, handover, state
+from xdp_bfd.pin import directory, fdpass, handover, session_sockets, state
+from xdp_bfd.session import SessionConfig
+
+LOCAL = ipaddress.ip_address("127.0.0.1")
 
 
 def test_departure_says_whether_the_old_engine_prepared():
@@ -57,6 +62,20 @@ def test_the_blob_goes_in_chunks_of_the_headers_size() -> None:
     assert pinned.read_blob(len(blob)) == blob
     with pytest.raises(KernelError, match="does not fit"):
         pinned.write_blob(bytes(a.handover_chunk * a.handover_chunks + 1))
+
+
+def test_chunks_the_map_already_holds_are_not_written_again() -> None:
+    a = abi.load()
+    pinned, _owner, table = _pinned(a)
+    first = bytes(range(256)) * (a.handover_chunk // 256 * 3)  # three chunks
+    assert pinned.write_blob(first) == 3
+    leaves = {k: table[ctypes.c_uint32(k)] for k in table}
+    second = bytearray(first)
+    second[a.handover_chunk + 5] ^= 0xFF  # the middle chunk differs
+    second += b"tail"  # and a fourth, partly filled
+    assert pinned.write_blob(bytes(second), first) == 2
+    assert table[ctypes.c_uint32(0)] is leaves[0] and table[ctypes.c_uint32(2)] is leaves[2]
+    assert pinned.read_blob(len(second)) == bytes(second)
 
 
 def test_the_owner_record_goes_in_the_headers_slots() -> None:
@@ -307,7 +326,7 @@ def test_the_warm_up_stamps_in_a_turn_after_its_encoding():
         turns_at_stamp.append(host.turns_ended)
 
     pinned = SimpleNamespace(set_owner=set_owner, write_blob=written.append)
-    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=4))
+    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=4), pin=None)
     handover.warm_up(host, SimpleNamespace(fp=fp))
     assert len(stamps) == 1
     # The step before the stamp ended the turn, and nothing after the stamp did.
@@ -325,6 +344,60 @@ def test_a_warm_up_state_that_cannot_be_written_is_stamped_without_one():
         raise KernelError("does not fit")
 
     pinned = SimpleNamespace(set_owner=lambda pid, st, n, done_ns: lengths.append(n), write_blob=refuse)
-    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=4))
+    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=4), pin=None)
     handover.warm_up(FakeHost(), SimpleNamespace(fp=fp))
     assert lengths == [0]
+
+
+def _with_sockets(host: FakeHost, n: int) -> list[Transmitter]:
+    """``n`` sessions on ``host``, each with a real socket (a Transmitter on loopback)."""
+    ports = SourcePorts()
+    txs = []
+    for i in range(n):
+        cfg = SessionConfig(local=LOCAL, peer=ipaddress.ip_address(0x7F010001 + i), interface=None)
+        entry = host.add_session(cfg, "cli")
+        entry.tx = Transmitter(ports, local=LOCAL, peer=cfg.peer, interface=None, multihop=False)
+        txs.append(entry.tx)
+    return txs
+
+
+def test_the_warm_up_passes_the_sessions_sockets_and_the_request_only_the_new(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")  # this process passes for the successor
+    host = _SteppingHost()
+    txs = _with_sockets(host, 300)
+    pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
+    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=512), pin=None)
+    fp.pin = SimpleNamespace(root=tmp_path)
+    inbox = session_sockets.open_inbox(tmp_path)
+    prepared = handover.Prepared()
+    handover.warm_up(host, SimpleNamespace(fp=fp), prepared)
+    assert prepared.sender is not None and len(prepared.sender.passed) == 300
+    added = _with_sockets(host, 1)
+    handover._pass_sockets(host, tmp_path, prepared)  # the request
+    assert len(prepared.sender.passed) == 301
+    prepared.sender.close()
+    passed = session_sockets.collect(inbox, os.getpid())
+    assert len(passed.fds) == 301 and passed.refused == 0
+    passed.close()
+    for tx in [*txs, *added]:
+        tx.close()
+
+
+def test_without_the_warm_ups_connection_the_request_passes_them_all(tmp_path: Path, monkeypatch, caplog):
+    monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")
+    host = _SteppingHost()
+    txs = _with_sockets(host, 3)
+    pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
+    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=8), pin=None)
+    fp.pin = SimpleNamespace(root=tmp_path)
+    prepared = handover.Prepared()
+    with caplog.at_level("INFO", "xdp_bfd"):
+        handover.warm_up(host, SimpleNamespace(fp=fp), prepared)  # nobody listens yet
+    assert prepared.sender is None and "not passed at the warm-up (no successor listening" in caplog.text
+    inbox = session_sockets.open_inbox(tmp_path)
+    handover._pass_sockets(host, tmp_path, prepared)
+    passed = session_sockets.collect(inbox, os.getpid())
+    assert len(passed.fds) == 3
+    passed.close()
+    for tx in txs:
+        tx.close()

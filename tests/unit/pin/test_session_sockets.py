@@ -262,3 +262,44 @@ def test_restore_keeps_the_sockets_that_fit_and_says_how_many(tmp_path: Path, as
     os.close(w)
     for s in socks:
         s.close()
+
+
+def test_the_warm_ups_connection_carries_each_socket_once_and_the_request_only_what_is_new(
+    tmp_path: Path, as_engine
+) -> None:
+    before = _open_fds()
+    ports = SourcePorts()
+    txs = {
+        1000 + i: Transmitter(ports, local=LOCAL, peer=PEER, interface=None, multihop=False)
+        for i in range(300)
+    }
+    inbox = session_sockets.open_inbox(tmp_path)
+    sender = session_sockets.Sender(tmp_path)
+    assert sender.pass_sessions(list(txs.items())) == (300, 300)  # the warm-up: two messages
+    # Meanwhile a session is added and another's transmitter is made again (a new socket).
+    txs[2000] = Transmitter(ports, local=LOCAL, peer=PEER, interface=None, multihop=False)
+    old = txs[1005]
+    txs[1005] = Transmitter(ports, local=LOCAL, peer=PEER, interface=None, multihop=False)
+    assert sender.pass_sessions(list(txs.items())) == (2, 2)  # the request: only those two
+    sender.close()
+    passed = session_sockets.collect(inbox, os.getpid())
+    assert set(passed.fds) == set(txs) and passed.refused == 1  # the earlier socket of 1005 closed
+    for discr, tx in txs.items():
+        fd = passed.take(discr, tx.sport)
+        assert fd is not None and os.fstat(fd).st_ino == os.fstat(tx.fileno()).st_ino, discr
+        os.close(fd)
+    for tx in [*txs.values(), old]:
+        tx.close()
+    assert not _open_fds() - before  # nothing passed is left open
+
+
+def test_a_connection_that_failed_says_so(tmp_path: Path, as_engine) -> None:
+    (s,) = _bound(1)
+    inbox = session_sockets.open_inbox(tmp_path)
+    assert inbox is not None
+    sender = session_sockets.Sender(tmp_path)
+    inbox.close()  # the successor went away
+    assert sender.send([(7, s.getsockname()[1], s.fileno())]) == 0
+    assert sender.broken
+    sender.close()
+    s.close()

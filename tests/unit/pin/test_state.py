@@ -489,6 +489,15 @@ def test_an_encoding_reuses_unchanged_records_and_is_the_whole_documents_dump() 
     assert sessions[0].local_discr not in state._kept  # a session gone is forgotten
 
 
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_the_framing_around_none_one_or_two_records_is_the_whole_documents_dump(n: int) -> None:
+    _sessions, host = _three()
+    for discr in list(host.sessions)[n:]:
+        del host.sessions[discr]
+    assert state.encode(host, 16) == _whole_dump(host, 16)
+    assert len(state.parse(state.encode(host, 16)).sessions) == n
+
+
 def _changes(host: Any, s: Session) -> list[tuple[str, Any]]:
     entry = host.sessions[s.local_discr]
 
@@ -502,10 +511,18 @@ def _changes(host: Any, s: Session) -> list[tuple[str, Any]]:
         ("the machine (a Poll started)", lambda: s.set_config(replace(s.config, min_tx_us=30_000), 5_000)),
         ("the source port", lambda: setattr(entry.tx, "sport", entry.tx.sport + 1)),
         ("another configuration object", lambda: setattr(s, "_config", replace(s.config, detect_mult=5))),
+        # Set by the caller, not counted by the generation (Session.CALLER_FIELDS).
+        (
+            "the kernel sends its packets",
+            lambda: setattr(s, "periodic_tx_external", not s.periodic_tx_external),
+        ),
+        ("the kernel detects", lambda: setattr(s, "detection_external", not s.detection_external)),
+        ("the demand polls", lambda: setattr(s, "demand_poll_us", s.demand_poll_us + 1_000_000)),
+        ("the machine's own timer (a packet due)", lambda: s.handle_timer(s.get_timer() or 0)),
     ]
 
 
-@pytest.mark.parametrize("which", range(6))
+@pytest.mark.parametrize("which", range(10))
 def test_every_change_to_a_session_is_encoded_again(which: int) -> None:
     sessions, host = _three()
     for _ in state.rehearse(host, 2):  # the warm-up keeps every record
@@ -516,6 +533,38 @@ def test_every_change_to_a_session_is_encoded_again(which: int) -> None:
     after = state.encode(host, 16)
     assert after == _whole_dump(host, 16), what
     assert after != before, what
+
+
+def test_a_session_made_again_under_its_discriminator_is_encoded_again() -> None:
+    sessions, host = _three()
+    for _ in state.rehearse(host, 2):
+        pass
+    entry = host.sessions[sessions[1].local_discr]
+    twin = Session.restore(
+        sessions[1].config, dict(zip(Session.STATE_FIELDS, sessions[1].export(), strict=True))
+    )
+    twin._remote_discr += 1  # another session, whose generation says nothing about the kept one's
+    twin._gen = sessions[1].generation  # even when it happens to be the same number
+    entry.session = twin
+    assert state.encode(host, 16) == _whole_dump(host, 16)
+    assert state.encoded_afresh() == 1
+
+
+def test_only_sessions_whose_generation_moved_are_compared() -> None:
+    sessions, host = _three()
+    for _ in state.rehearse(host, 2):
+        pass
+    assert state.encode(host, 16) == _whole_dump(host, 16)
+    assert (state.encoded_afresh(), state.compared()) == (0, 0)
+    s = sessions[2]
+    s.note_rx(s.last_rx_us)  # called, changed nothing: compared, found the same, kept
+    assert state.encode(host, 16) == _whole_dump(host, 16)
+    assert (state.encoded_afresh(), state.compared()) == (0, 1)
+    assert state.encode(host, 16) == _whole_dump(host, 16)  # the kept record took the new generation
+    assert (state.encoded_afresh(), state.compared()) == (0, 0)
+    s.note_rx(s.last_rx_us + 1)
+    assert state.encode(host, 16) == _whole_dump(host, 16)
+    assert (state.encoded_afresh(), state.compared()) == (1, 1)
 
 
 def _immutable(v: Any) -> bool:
