@@ -43,19 +43,6 @@ MAX_MESSAGE = 16 << 10
 SEND_BUFFER = 1 << 20  # 4096 sessions take 17 messages of about 6 KiB each
 
 
-def send(root: Path, sockets: Sequence[tuple[int, int, int]]) -> tuple[int, int]:
-    """Old engine: pass ``(discriminator, source port, descriptor)`` of each session; (successor pid, passed).
-
-    Stops at the first message the socket does not take: the sessions not
-    passed are made afresh by the successor. PassError when nobody listens.
-    """
-    sender = Sender(root)
-    try:
-        return sender.pid, sender.send(sockets)
-    finally:
-        sender.close()
-
-
 class Sender:
     """Old engine: one connection to the successor, from its warm-up to the exit (PassError if none).
 
@@ -188,4 +175,4 @@ def collect(inbox: fdpass.Inbox | None, sender: int) -> Passed:
     return passed
 
 
-__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "Sender", "collect", "open_inbox", "send"]
+__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "Sender", "collect", "open_inbox"]

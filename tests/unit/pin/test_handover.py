@@ -366,8 +366,9 @@ def test_the_warm_up_passes_the_sessions_sockets_and_the_request_only_the_new(tm
     host = _SteppingHost()
     txs = _with_sockets(host, 300)
     pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
-    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=512), pin=None)
-    fp.pin = SimpleNamespace(root=tmp_path)
+    fp = SimpleNamespace(
+        pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=512), pin=SimpleNamespace(root=tmp_path)
+    )
     inbox = session_sockets.open_inbox(tmp_path)
     prepared = handover.Prepared()
     handover.warm_up(host, SimpleNamespace(fp=fp), prepared)
@@ -388,8 +389,9 @@ def test_without_the_warm_ups_connection_the_request_passes_them_all(tmp_path: P
     host = _SteppingHost()
     txs = _with_sockets(host, 3)
     pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
-    fp = SimpleNamespace(pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=8), pin=None)
-    fp.pin = SimpleNamespace(root=tmp_path)
+    fp = SimpleNamespace(
+        pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=8), pin=SimpleNamespace(root=tmp_path)
+    )
     prepared = handover.Prepared()
     with caplog.at_level("INFO", "xdp_bfd"):
         handover.warm_up(host, SimpleNamespace(fp=fp), prepared)  # nobody listens yet

@@ -33,6 +33,15 @@ def as_engine(monkeypatch):
     monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")
 
 
+def _send(root: Path, items: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """What the old engine does, once: connect, pass ``items`` (their own descriptors), close."""
+    sender = session_sockets.Sender(root)
+    try:
+        return sender.pid, sender.send(items)
+    finally:
+        sender.close()
+
+
 def _open_fds() -> set[int]:
     listed = {int(n) for n in os.listdir("/proc/self/fd")}
     return {fd for fd in listed if _is_open(fd)}  # not the listing's own, closed by now
@@ -71,7 +80,7 @@ def test_every_socket_arrives_with_its_session(tmp_path: Path, as_engine) -> Non
     before = _open_fds()
     inbox = session_sockets.open_inbox(tmp_path)
     assert inbox is not None
-    pid, n = session_sockets.send(tmp_path, items)
+    pid, n = _send(tmp_path, items)
     assert (pid, n) == (os.getpid(), 600)
     passed = session_sockets.collect(inbox, os.getpid())
     assert len(passed.fds) == 600 and passed.refused == 0
@@ -118,7 +127,7 @@ def test_a_wrong_port_or_a_header_that_does_not_add_up_closes_what_came(tmp_path
 def test_nobody_listening_passes_nothing(tmp_path: Path, as_engine) -> None:
     (s,) = _bound(1)
     with pytest.raises(fdpass.PassError, match="no successor listening"):
-        session_sockets.send(tmp_path, [(7, s.getsockname()[1], s.fileno())])
+        _send(tmp_path, [(7, s.getsockname()[1], s.fileno())])
     s.close()
 
 
@@ -126,7 +135,7 @@ def test_only_the_engine_asked_is_heard(tmp_path: Path, as_engine) -> None:
     (s,) = _bound(1)
     before = _open_fds()
     inbox = session_sockets.open_inbox(tmp_path)
-    session_sockets.send(tmp_path, [(7, s.getsockname()[1], s.fileno())])
+    _send(tmp_path, [(7, s.getsockname()[1], s.fileno())])
     passed = session_sockets.collect(inbox, os.getpid() + 1)  # it came from another pid
     assert passed.fds == {}
     assert _open_fds() == before  # what the stranger sent went with its connection
@@ -243,7 +252,7 @@ def test_restore_keeps_the_sockets_that_fit_and_says_how_many(tmp_path: Path, as
         (discrs[1], sports[1], r),
         (discrs[2], sports[2], elsewhere.fileno()),
     ]
-    session_sockets.send(tmp_path, items)
+    _send(tmp_path, items)
     passed = session_sockets.collect(inbox, os.getpid())
     with caplog.at_level("INFO", "xdp_bfd"):
         state.restore(host, _Offload(), handed, [], sockets=passed)
