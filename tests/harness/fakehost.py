@@ -26,7 +26,7 @@ import selectors
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -101,6 +101,7 @@ class FakeHost:
         self.closers: list[Callable[[], None]] = []
         self.marks: list[str] = []
         self.turns_ended = 0
+        self.jobs: list[Generator[None, None, None]] = []  # in_background(): run by run_jobs()
         self.observers: list[SessionObserver] = []
         self.state_listeners: list[Callable[[Entry, StateChanged], None]] = []
         self.remote_listeners: list[Callable[[Entry, RemoteParamsChanged], None]] = []
@@ -137,6 +138,20 @@ class FakeHost:
 
     def end_turn(self) -> None:
         self.turns_ended += 1
+
+    def in_background(self, job: Generator[None, None, None]) -> None:
+        self.jobs.append(job)
+
+    def run_jobs(self, steps: int | None = None) -> int:
+        """Run up to ``steps`` steps of the background jobs (all when None); the steps run."""
+        done = 0
+        while self.jobs and (steps is None or done < steps):
+            try:
+                next(self.jobs[0])
+                done += 1
+            except StopIteration:
+                self.jobs.pop(0)
+        return done
 
     def stop_pending(self) -> bool:
         return self.stopping

@@ -12,8 +12,8 @@ import logging
 import random
 import signal
 import socket
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections import Counter, deque
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -77,7 +77,9 @@ class Engine:
             deadman_us=deadman_us,
         )
         self.reactor.fire_timer = self._fire
-        self.reactor.next_background = self.document.next_job
+        # Jobs handed in (pin's catch-up) come before the next stats document; one runs at a time.
+        self.jobs: deque[Generator[None, None, None]] = deque()
+        self.reactor.next_background = self._next_job
         self.on_signal(signal.SIGTERM, self._stop)
         self.on_signal(signal.SIGINT, self._stop)
         self.on_signal(signal.SIGUSR1, self.dump_stats)
@@ -105,6 +107,13 @@ class Engine:
 
     def end_turn(self) -> None:
         self.reactor.end_turn()
+
+    def in_background(self, job: Generator[None, None, None]) -> None:
+        self.jobs.append(job)
+        self.reactor.start_background()
+
+    def _next_job(self) -> Generator[None, None, None] | None:
+        return self.jobs.popleft() if self.jobs else self.document.next_job()
 
     def stop_pending(self) -> bool:
         r = self.reactor

@@ -141,6 +141,11 @@ class Loop(Protocol):
         and the job's next step comes with the next turn — under a reservation a period later, with
         that period's runtime."""
 
+    def in_background(self, job: Generator[None, None, None]) -> None:
+        """Run ``job`` as the loop's background work, as the stats document is built: a step at a
+        time, in turns of bounded length after what is due, paced under a reservation. Jobs run
+        one after the other; a stats document waits for the one under way."""
+
     def stop_pending(self) -> bool:
         """Whether SIGTERM or SIGINT arrived, acted on or not.
 

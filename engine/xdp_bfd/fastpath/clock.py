@@ -185,6 +185,11 @@ class Clock:
         # §6.6: a peer in Demand mode asked for no periodic packets (a Poll is the session's own).
         return not s.remote_demand
 
+    def clocking(self, entry: Entry) -> bool:
+        """The session's frame runs in the loop (adopted running, or started since)."""
+        t = self.ticks.get(entry.slot) if entry.slot is not None else None
+        return t is not None and t.running
+
     @staticmethod
     def signs_ahead(entry: Entry) -> bool:
         """A meticulous type: a new Sequence Number, so a new digest, in every packet."""

@@ -168,7 +168,9 @@ class Offload:
         self.down_for.pop(entry.slot, None)
         entry.slot = None
 
-    def _ktx_eligible(self, entry: Entry) -> bool:
+    @staticmethod
+    def answers(entry: Entry) -> bool:
+        """XDP replies to each of the peer's packets for this session (its RX-clocked transmission)."""
         s = entry.session
         cfg = s.config
         # Up before the peer, the session sends once a second by itself until the peer says Up
@@ -220,7 +222,7 @@ class Offload:
                 self.slots.write_down(entry.slot, entry.epoch, s.expiry_datagram())
                 self.down_for[entry.slot] = (entry.epoch, cfg)
         entry.detect_armed = detect
-        ktx = self._ktx_eligible(entry)
+        ktx = self.answers(entry)
         f = self.cfg_bits
         flags = f.ACTIVE
         if s.state == State.UP:

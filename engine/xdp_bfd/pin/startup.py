@@ -38,6 +38,7 @@ from ..fastpath.sbfd import Reflector
 from ..session import SessionConfig
 from . import directory, fdpass, handover, packet_sockets, session_sockets
 from . import state as handover_state
+from .catchup import Catchup
 from .errors import HandoverError
 from .succession import Predecessor
 
@@ -81,6 +82,8 @@ class Started:
     sockets: session_sockets.Passed | None = None
     # The program swapped in over the one already attached (fastpath.program.Swap): see attached().
     swap: Swap | None = None
+    # Adopted sessions the kernel carries, serviced once the loop runs (pin/catchup.py).
+    catchup: Catchup | None = None
 
     def mark(self, phase: str) -> None:
         if self.marks:
@@ -125,7 +128,13 @@ class Started:
         assert self.state is not None
         try:
             handover_state.restore(
-                self.host, self.offload, self.state, configs, clock=self.clock, sockets=self.sockets
+                self.host,
+                self.offload,
+                self.state,
+                configs,
+                clock=self.clock,
+                sockets=self.sockets,
+                catchup=self.catchup,
             )
         finally:
             if self.sockets is not None:
@@ -286,20 +295,31 @@ def start_fast_path(
     echo.take = packets.take
     host.add_observer(echo)
     host.add_closer(echo.close)
+    catchup = Catchup(host) if handed is not None else None
     if pin is not None:
 
         def held_packet_sockets() -> list[tuple[int, int]]:
             return [*(clock.loop.packet_sockets() if clock is not None else ()), *echo.packet_sockets()]
 
+        def hand_over() -> None:
+            if catchup is not None:
+                catchup.finish()  # the state handed on is every session's serviced one
+            handover.hand_over(host, offload, held_packet_sockets, clock, prepared)
+
+        def warm_up() -> None:
+            if catchup is not None:
+                catchup.finish()
+            handover.warm_up(host, offload, prepared)
+
         # What the warm-up did ahead (the state written, the sockets passed): the request does the rest.
         prepared = handover.Prepared()
-        host.on_signal(
-            signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets, clock, prepared)
-        )
+        host.on_signal(signal.SIGUSR2, hand_over)
         # A successor is about to ask for a handover.
-        host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload, prepared))
+        host.on_signal(handover.PREPARE_SIGNAL, warm_up)
     if swap is not None:
         # Last: the swap holds the kernel's netlink lock while it waits, and the
         # clock's loop is taken over netlink above.
         swap.start()
-    return Started(host, offload, clock, reflector, handed, predecessor, marks, passed, swap=swap)
+    return Started(
+        host, offload, clock, reflector, handed, predecessor, marks, passed, swap=swap, catchup=catchup
+    )

@@ -51,6 +51,7 @@ from ..fastpath.clock import Clock
 from ..fastpath.observer import Offload
 from ..session import AuthConfig, Session, SessionConfig
 from ..wire.control import AuthType, ControlPacket, Diag, Flag, State
+from .catchup import Catchup, carried
 from .session_sockets import Passed
 
 log = logging.getLogger("xdp_bfd")
@@ -917,6 +918,7 @@ def restore(
     *,
     clock: Clock | None = None,
     sockets: Passed | None = None,
+    catchup: Catchup | None = None,
 ) -> list[Entry]:
     """Recreate the handed-over sessions: same discriminators, slots and source ports.
 
@@ -928,6 +930,9 @@ def restore(
     ``configs`` is this engine's own configuration: an authenticated session
     takes its secret from there (matched by session key, same key type and
     ID) and is not restored without it.
+
+    ``catchup``: the sessions the kernel carries whole are serviced from the
+    loop's turns (pin/catchup.py), not here; without it every session is.
     """
     secrets = {c.key(): c.auth for c in configs if c.auth is not None}
     used = {r.entry["slot"] for r in state.sessions}
@@ -935,14 +940,15 @@ def restore(
     kept = _Kept(sockets)
     t0, cpu0 = time.monotonic_ns(), time.thread_time_ns()
     with offload.slots.batched():  # every adopted session's configuration and indexes, one batch a map
-        out = _adopt(host, offload, state, secrets=secrets, kept=kept, clock=clock)
+        out, later = _adopt(host, offload, state, secrets=secrets, kept=kept, clock=clock, catchup=catchup)
     log.info(
-        "pin: adopted %d sessions from engine %d%s; in %.1f ms (%.1f ms of CPU)",
+        "pin: adopted %d sessions from engine %d%s; in %.1f ms (%.1f ms of CPU)%s",
         len(out),
         state.pid,
         kept.summary(len(out)),
         (time.monotonic_ns() - t0) / 1e6,
         (time.thread_time_ns() - cpu0) / 1e6,
+        f"; {later} the kernel carries serviced once the loop runs" if later else "",
     )
     return out
 
@@ -955,7 +961,8 @@ def _adopt(
     secrets: dict[Any, AuthConfig],
     kept: _Kept,
     clock: Clock | None,
-) -> list[Entry]:
+    catchup: Catchup | None,
+) -> tuple[list[Entry], int]:
     out = []
     bookkeeping: dict[int, Any] = {}
     for r in state.sessions:
@@ -992,11 +999,18 @@ def _adopt(
     # run (Started.resume_series): such a session sends nothing of its own before.
     held = clock.prepaid if clock is not None else {}
     now = now_us()
+    later = []
     for entry in out:
         entry.session.resume_reading(now)  # before a detection timer is judged (host.service)
-        if entry.slot not in held:
+        if entry.slot in held:
+            continue
+        if catchup is not None and carried(entry, offload, clock):
+            later.append(entry)
+        else:
             host.service(entry, now)
-    return out
+    if catchup is not None:
+        catchup.defer(later)
+    return out, len(later)
 
 
 class _Kept:

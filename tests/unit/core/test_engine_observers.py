@@ -78,3 +78,27 @@ def test_an_announced_transition_reaches_the_controller_once_and_the_log_at_the_
         assert entry.announced == []
     finally:
         engine.shutdown()
+
+
+def test_a_job_handed_in_runs_as_background_work_before_the_next_stats_document(tmp_path: Path) -> None:
+    """Host.in_background (pin's catch-up): a step per background step, ahead of a document asked after it."""
+    engine = Engine(stats_path=tmp_path / "stats.json")
+    order: list[str] = []
+
+    def job() -> Any:
+        for i in range(3):
+            order.append(f"job {i}")
+            yield
+
+    try:
+        engine.in_background(job())
+        engine.want_stats(lambda doc: order.append("document") and None)
+        r = engine.reactor
+        for _ in range(100):
+            if r.background is None:
+                break
+            r.step_background()
+        assert order == ["job 0", "job 1", "job 2", "document"]
+        assert r.background is None and not engine.jobs
+    finally:
+        engine.shutdown()

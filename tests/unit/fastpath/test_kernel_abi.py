@@ -424,7 +424,7 @@ def test_the_offload_writes_the_flags_and_reads_the_events_the_header_defines(tm
     assert 7 in fp.events.handlers and 1 not in fp.events.handlers
     assert 7 in fp.events.ahead_handlers and 1 not in fp.events.ahead_handlers
     off.by_slot[0] = session.local_discr
-    off._ktx_eligible = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
+    off.answers = lambda _entry: True  # type: ignore[method-assign]  # (timers aside)
     off.serviced(entry)
     assert writes[-1]["flags"] == 0x100 | 0x200 | 0x400 | 0x800 | 0x1000
     out: dict = {}
