@@ -211,7 +211,12 @@ def _one_takeover(  # noqa: PLR0917  (the test's fixtures and state)
         assert f"read the warm-up's state of {N_SESSIONS} sessions" in new.log(), new.log()
         assert re.search(r"\((\d+) checked again since the warm-up's\)", new.log()), new.log()
         assert "handed over" in eng.log()
+        # Sessions the kernel carries whole (Up, XDP answering, the sweep watching) are serviced after
+        # READY, as background work (pin/catchup.py): every one here, once the loop has run.
+        carried = re.search(r"; (\d+) the kernel carries serviced once the loop runs", line)
+        assert carried and int(carried.group(1)) >= 1, line
         wait_until(lambda: _serving_all(new), timeout=15, what="successor serving every session")
+        assert f"the {carried.group(1)} adopted sessions the kernel carried serviced in the loop" in new.log()
         assert _discrs(new) == discrs  # peers keep talking to the same discriminators
         # FRR's counters read while the capture still runs: a Down they count
         # falls inside the capture, where the peer's own TX gaps can witness it
