@@ -11,8 +11,9 @@ the session has no timer of its own. Those wait here and are serviced as
 the loop's background work after READY, one a step, in the bounded and
 paced turns a stats dump has; every other session is serviced before. A
 packet or a kernel report for a waiting session services it at once as for
-any other; a handover's encoding first services whatever still waits
-(:meth:`Catchup.finish`).
+any other. A handover before the end hands a waiting session on as it came
+(its state is the predecessor's, which the next successor adopts the same
+way): servicing the rest first would lengthen the request by as much.
 """
 
 from __future__ import annotations
@@ -82,25 +83,14 @@ class Catchup:
             self._service(self.pending.popleft())
             self.cpu_ns += time.thread_time_ns() - cpu0
             if not self.pending:
-                self._done("in the loop")
+                self._done()
             yield
 
-    def finish(self) -> None:
-        """Service all that still waits, now (a handover encodes the sessions next)."""
-        if not self.pending:
-            return
-        cpu0 = time.thread_time_ns()
-        while self.pending:
-            self._service(self.pending.popleft())
-        self.cpu_ns += time.thread_time_ns() - cpu0
-        self._done("at a handover's request")
-
-    def _done(self, where: str) -> None:
+    def _done(self) -> None:
         log.info(
-            "pin: the %d adopted sessions the kernel carried serviced %s, %.1f ms after the restore "
-            "(%.1f ms of CPU)",
+            "pin: the %d adopted sessions the kernel carried serviced in the loop, %.1f ms after the "
+            "restore (%.1f ms of CPU)",
             self.waited,
-            where,
             (time.monotonic_ns() - self._t0_ns) / 1e6,
             self.cpu_ns / 1e6,
         )

@@ -301,21 +301,15 @@ def start_fast_path(
         def held_packet_sockets() -> list[tuple[int, int]]:
             return [*(clock.loop.packet_sockets() if clock is not None else ()), *echo.packet_sockets()]
 
-        def hand_over() -> None:
-            if catchup is not None:
-                catchup.finish()  # the state handed on is every session's serviced one
-            handover.hand_over(host, offload, held_packet_sockets, clock, prepared)
-
-        def warm_up() -> None:
-            if catchup is not None:
-                catchup.finish()
-            handover.warm_up(host, offload, prepared)
-
         # What the warm-up did ahead (the state written, the sockets passed): the request does the rest.
+        # Sessions the catch-up has not serviced yet go on as they came: their state is the one a
+        # predecessor handed over, which a successor adopts as this engine did.
         prepared = handover.Prepared()
-        host.on_signal(signal.SIGUSR2, hand_over)
+        host.on_signal(
+            signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets, clock, prepared)
+        )
         # A successor is about to ask for a handover.
-        host.on_signal(handover.PREPARE_SIGNAL, warm_up)
+        host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload, prepared))
     if swap is not None:
         # Last: the swap holds the kernel's netlink lock while it waits, and the
         # clock's loop is taken over netlink above.
