@@ -187,8 +187,7 @@ class Clock:
 
     def clocking(self, entry: Entry) -> bool:
         """The session's frame runs in the loop (adopted running, or started since)."""
-        t = self.ticks.get(entry.slot) if entry.slot is not None else None
-        return t is not None and t.running
+        return entry.slot in self.clocked
 
     @staticmethod
     def signs_ahead(entry: Entry) -> bool:

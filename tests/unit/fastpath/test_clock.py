@@ -373,6 +373,8 @@ def test_a_successor_keeps_the_clocks_its_predecessor_ran_whatever_order_it_adop
     for e in adopted:
         e.session.periodic_tx_external = False  # as the Offload's service leaves it, before the clock's
         clock.adopted(e)
+    # What pin's catch-up asks before any service: the frames the predecessor left running.
+    assert [clock.clocking(e) for e in entries] == [True, True, False]
     for e in adopted:
         clock.serviced(e)  # the host services every adopted session once all are in
     assert [e.session.periodic_tx_external for e in entries] == [True, True, False]
