@@ -59,6 +59,13 @@ def _up(i: int, **kw: Any) -> Session:
     return s
 
 
+def _peer_slows(s: Session, now: int) -> None:
+    """The peer now sends every 50 ms while we must every 10: XDP's replies alone fall short."""
+    raw = encode_control(ControlPacket(state=State.UP, my_discr=99, your_discr=s.local_discr,
+                                       desired_min_tx_us=50_000, required_min_rx_us=10_000))  # fmt: skip
+    s.receive(decode_control(raw), raw, now, ttl=255)
+
+
 def _carried_entry(s: Session, slot: int = 0) -> Entry:
     """As the predecessor left a session the kernel carries: its packets and detection external."""
     s.periodic_tx_external = True
@@ -81,10 +88,7 @@ def test_a_session_the_kernel_carries_waits() -> None:
 def _not_carried_cases() -> dict[str, Any]:
     def slower_peer() -> tuple[Entry, Any]:
         s = _up(0)
-        # The peer sends every 50 ms while we must every 10: XDP's replies fall short, nothing clocks it.
-        raw = encode_control(ControlPacket(state=State.UP, my_discr=99, your_discr=7,
-                                           desired_min_tx_us=50_000, required_min_rx_us=10_000))  # fmt: skip
-        s.receive(decode_control(raw), raw, 5_000, ttl=255)
+        _peer_slows(s, 5_000)  # and nothing clocks it
         s.datagrams_to_send(5_000)
         return _carried_entry(s), UNCLOCKED
 
@@ -138,9 +142,7 @@ def test_a_session_with_anything_due_of_its_own_is_serviced_at_once(case: str) -
 
 def test_a_clock_carries_what_xdp_would_not_answer() -> None:
     s = _up(0)
-    raw = encode_control(ControlPacket(state=State.UP, my_discr=99, your_discr=7,
-                                       desired_min_tx_us=50_000, required_min_rx_us=10_000))  # fmt: skip
-    s.receive(decode_control(raw), raw, 5_000, ttl=255)
+    _peer_slows(s, 5_000)
     s.datagrams_to_send(5_000)
     entry = _carried_entry(s)
     assert not Offload.answers(entry)
@@ -202,9 +204,7 @@ class _Offload:
 
 def test_the_restore_services_only_what_the_kernel_does_not_carry(caplog) -> None:
     carried_s, slower, polling = _up(0), _up(1), _up(2)
-    raw = encode_control(ControlPacket(state=State.UP, my_discr=99, your_discr=8,
-                                       desired_min_tx_us=50_000, required_min_rx_us=10_000))  # fmt: skip
-    slower.receive(decode_control(raw), raw, 5_000, ttl=255)
+    _peer_slows(slower, 5_000)
     polling.set_config(replace(polling.config, min_tx_us=20_000), 20_000)
     sessions = [carried_s, slower, polling]
     entries = {}
