@@ -116,6 +116,13 @@ def run(args: Options) -> int:
     engine.reactor.install_signals()
     step_down = _StepDown(engine)
     engine.on_signal(signal.SIGUSR2, step_down)  # --pin replaces it with the handover
+    # No automatic collection from here to the freeze below. What the start
+    # makes (the compile's objects, a takeover's decoded state and restored
+    # sessions) lives as long as the engine: a full collection in the middle
+    # walks all of it for nothing, and in a takeover that falls between the
+    # request and READY (docs/benchmarks.md, "A takeover without a collection").
+    # The collections below that must run are called explicitly.
+    gc.disable()
     try:
         started = None
         # Checked before the compile: a wrong pid fails the start, not the old engine.
@@ -202,6 +209,7 @@ def run(args: Options) -> int:
         if not took_over:
             gc.collect()
         gc.freeze()
+        gc.enable()
         footprint.trim_heap()
         engine.mark("memory settled")
         # Last: bcc has compiled (compiling under a real-time class trips RT
@@ -224,5 +232,6 @@ def run(args: Options) -> int:
             )
         engine.loop()
     finally:
+        gc.enable()  # a start that failed before the freeze
         engine.shutdown()
     return EXIT_HANDED_OVER if step_down.done else EXIT_OK
