@@ -410,6 +410,12 @@ def parser() -> argparse.ArgumentParser:
         choices=tuple(synth_peer.AUTH_TYPES),
         help="the meticulous sessions' authentication type",
     )
+    ap.add_argument(
+        "--witness",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the bed's reference stream beside the takeovers (the suite runs its own)",
+    )
     return ap
 
 
@@ -603,9 +609,16 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_term)
     faulthandler.register(signal.SIGUSR1)  # where a stuck run is: kill -USR1 PID
     stamp, work, doc = benchlib.begin("takeover", vars(args))
+    # As the suite runs this part: a burst of downs after a takeover is the bed's when the
+    # reference stream stalled in the same window (witness_at_downs), ours when it did not.
+    witness = None
     try:
-        run(args, work, doc)
+        if args.witness:
+            witness = benchlib.start_witness(work / "witness")
+        run(args, work, doc, witness)
     finally:
+        if witness is not None:
+            witness.close()
         path = benchlib.write_result("takeover", stamp, doc)
     keys = (
         "gone_ms",
@@ -628,6 +641,7 @@ def main() -> int:
         f"({doc.get('peer_down_after_own_silence')} after its own silence), "
         f"engine flaps {doc.get('engine_flaps')}, peer late max {doc.get('peer_late_max_ms')} ms, "
         f"wire {doc.get('wire')}\n"
+        f"witness over the takeovers {doc.get('witness')}, before the downs {doc.get('witness_at_downs')}\n"
         f"engine CPU % of a core: before the takeovers {doc.get('engine_cpu_before_takeovers')}, "
         f"in each settle {[r.get('engine_cpu_settle') for r in doc['takeovers']]}; engine loop lag max "
         f"{doc.get('engine_loop_lag_max_ms_before')} ms before, {doc.get('engine_loop_lag_max_ms_end')} ms "
