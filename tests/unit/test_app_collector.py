@@ -8,12 +8,9 @@ process-wide, and a test before this one must not have left it either way.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[2] / "engine"
+from harness.fresh import probe_json
 
 # The start as app.run makes it, in software and with no session (no compile, nothing bound):
 # what the collector's switch is where the sessions would be made, and when
@@ -42,21 +39,8 @@ print(json.dumps(seen))
 
 def _probe(tmp_path: Path, fail: bool) -> dict:
     (tmp_path / "sessions.yml").write_text("[]\n")  # a file without sessions: nothing bound, nothing sent
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            PROBE.format(fail='raise RuntimeError("stopped")' if fail else "pass"),
-            str(tmp_path / "stats.json"),
-            str(tmp_path / "sessions.yml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(ENGINE)},
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    code = PROBE.format(fail='raise RuntimeError("stopped")' if fail else "pass")
+    return probe_json(code, str(tmp_path / "stats.json"), str(tmp_path / "sessions.yml"))
 
 
 def test_no_collection_runs_by_itself_during_the_start_and_the_loop_has_the_collector(tmp_path: Path) -> None:

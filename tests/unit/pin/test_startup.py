@@ -9,14 +9,9 @@ be seen to happen, not found done by an earlier test.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ENGINE = Path(__file__).resolve().parents[3] / "engine"
+from harness.fresh import probe_json
 
 PROBE = """
 import gc, json, sys
@@ -28,15 +23,7 @@ print(json.dumps([before, ["pyroute2" in sys.modules, gc.get_freeze_count()]]))
 
 
 def _probe(clock: bool) -> tuple[list, list]:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(clock=clock)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(ENGINE)},
-        check=True,
-    )
-    before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    before, after = probe_json(PROBE.format(clock=clock))
     return before, after
 
 
