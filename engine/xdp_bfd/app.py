@@ -130,7 +130,9 @@ def run(args: Options) -> int:
         if args.kernel_tx:
             from .pin.startup import start_fast_path  # noqa: PLC0415  (bcc only with --kernel-tx)
 
-            started = start_fast_path(engine, engine.notifier, args, succeed=predecessor)
+            started = start_fast_path(
+                engine, engine.notifier, args, succeed=predecessor, configs=[cfg for cfg, _origin in sessions]
+            )
             engine.reactor.takeover_marks = started.marks
             engine.reflector_sink = started.reflector.apply
             engine.reflector_limit = started.reflector.limit

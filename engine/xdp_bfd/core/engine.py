@@ -275,10 +275,26 @@ class Engine:
 
     def apply_session_list(self, configs: list[SessionConfig], origin: str) -> None:
         """Make the sessions of ``origin`` exactly ``configs``: add, change, remove; leave the rest alone."""
-        wanted = {c.key(): c for c in configs}
-        for d, entry in list(self.table.sessions.items()):
-            if entry.origin == origin and entry.session.config.key() not in wanted:
-                self.remove_session(d)
+        # A configuration a session of this origin holds as that very object (a
+        # takeover's restore hands the configured ones over) is passed by identity:
+        # hashing and comparing each of a thousand was milliseconds of a takeover's
+        # request -> serving path (docs/benchmarks.md). Keys are unique in the table,
+        # so a session holding one of them cannot share a key with any other.
+        if not configs and not self.table.origins[origin]:
+            return  # nothing given, nothing held: no walk of the table
+        given = {id(c) for c in configs}
+        held: set[int] = set()
+        others = []
+        for entry in self.table.sessions.values():
+            if entry.origin == origin:
+                if id(entry.session.config) in given:
+                    held.add(id(entry.session.config))
+                else:
+                    others.append(entry)
+        wanted = {c.key(): c for c in configs if id(c) not in held}
+        for entry in others:
+            if entry.session.config.key() not in wanted:
+                self.remove_session(entry.session.local_discr)
         for key, cfg in wanted.items():
             found = self.table.lookup(key)
             if found is None:

@@ -29,6 +29,7 @@ class SessionTable:
         self.reserved: frozenset[int] = frozenset()
         self._rng = rng
         self._indexes: Counter[int] = Counter()  # the index bits of every session's discriminator
+        self.origins: Counter[str] = Counter()  # sessions by Entry.origin (never changed once inserted)
         self._freed: list[int] = []  # a heap of indexes below _next_index given back (some maybe taken since)
         self._next_index = 0  # every index below is in use or in _freed
 
@@ -58,11 +59,15 @@ class SessionTable:
         self.sessions[d] = entry
         self.by_key[entry.session.config.key()] = d
         self._indexes[d & _INDEX_MASK] += 1
+        self.origins[entry.origin] += 1
 
     def pop(self, discr: int) -> Entry | None:
         entry = self.sessions.pop(discr, None)
         if entry is not None:
             self.by_key.pop(entry.session.config.key(), None)
+            self.origins[entry.origin] -= 1
+            if not self.origins[entry.origin]:
+                del self.origins[entry.origin]
             index = discr & _INDEX_MASK
             self._indexes[index] -= 1
             if not self._indexes[index]:

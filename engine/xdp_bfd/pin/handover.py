@@ -29,7 +29,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from ..fastpath.clock import Clock
 from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
+from ..session import SessionConfig
 from . import bpfsys, packet_sockets, session_sockets, state
 from .directory import read_owner
 from .errors import HandoverError
@@ -272,8 +273,9 @@ class Preload:
     """The state decoded while the old engine exits, for :func:`load` to take once it is gone; and
     the warm-up's state, decoded before the request, that spares checking what did not change."""
 
-    def __init__(self, fp: FastPath) -> None:
+    def __init__(self, fp: FastPath, configs: Sequence[SessionConfig] = ()) -> None:
         self.fp = fp
+        self.configs = configs  # this engine's own: what the arguments say
         self.done = False
         self.handed: state.Handed | None = None
         self.known: list[tuple[Any, state.Record]] | None = None
@@ -283,6 +285,7 @@ class Preload:
         t0 = time.monotonic_ns()
         self.known = read_rehearsal(self.fp)
         if self.known is not None:
+            self.known = state.configured_as(self.known, self.configs)
             log.info(
                 "pin: read the warm-up's state of %d sessions in %.1f ms before the request",
                 len(self.known),

@@ -161,9 +161,17 @@ def settle_after_compile(kernel_clock: bool) -> None:
 
 
 def start_fast_path(
-    host: Host, notifier: Notifier, args: FastPathOptions, succeed: Predecessor | None = None
+    host: Host,
+    notifier: Notifier,
+    args: FastPathOptions,
+    succeed: Predecessor | None = None,
+    configs: Sequence[SessionConfig] = (),
 ) -> Started:
-    """``succeed``: an unpinned engine to stop once the programs are compiled and loaded."""
+    """``succeed``: an unpinned engine to stop once the programs are compiled and loaded.
+
+    ``configs``: the sessions the arguments give; a takeover's restored sessions
+    hold these very objects where they are equal (``state.configured_as``).
+    """
     log.info("kernel-tx: dead-man gate at %dus", args.deadman_us)
     pin = plan = None
     if args.pin is not None:
@@ -214,7 +222,7 @@ def start_fast_path(
             packet_inbox = packet_sockets.open_inbox(pin.root)
             # The state is decoded once the old engine is gone, or while it exits if that
             # takes longer than handover.EXIT_WAIT_MS (it is written by then).
-            preload = handover.Preload(fp) if plan.kind == "takeover" else None
+            preload = handover.Preload(fp, configs) if plan.kind == "takeover" else None
             sent = functools.partial(notifier.request_sent, plan.pid)
             gone = handover.request(
                 plan.pid,

@@ -872,6 +872,23 @@ def _known_or_checked(known: Known, v: Any, i: int) -> Record:
     return _session(v, i)
 
 
+def configured_as(known: Known, configs: Iterable[SessionConfig]) -> list[tuple[Any, Record]]:
+    """``known`` with each record's configuration replaced by the equal one of ``configs``, that object.
+
+    Made before the request, on the warm-up's records: a session restored from
+    one then holds this engine's own configuration object, which the
+    comparison with the arguments after the restore (``apply_session_list``)
+    passes by identity instead of hashing and comparing it, a cost of the
+    request -> serving path otherwise (docs/benchmarks.md). Authenticated
+    sessions keep theirs: the secret joins the configuration at the restore.
+    """
+    mine = {c: c for c in configs if c.auth is None}
+    return [
+        (v, r if r.auth is not None or (c := mine.get(r.config)) is None else replace(r, config=c))
+        for v, r in known
+    ]
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number this format holds")
 
@@ -1079,6 +1096,7 @@ __all__ = [
     "Handed",
     "Record",
     "Refused",
+    "configured_as",
     "decode",
     "encode",
     "fingerprint",

@@ -73,3 +73,18 @@ def test_without_a_discriminator_the_most_specific_path_wins() -> None:
     assert t.pop(exact.session.local_discr) is exact
     assert t.find(_dg("198.19.0.2", "198.19.0.1"), 0) is wildcard
     assert t.lookup(exact.session.config.key()) is None
+
+
+def test_the_table_counts_its_sessions_by_origin() -> None:
+    """What lets an origin with nothing given and nothing held skip the walk (apply_session_list)."""
+    t = SessionTable(random.Random(5))
+    files = [_entry(t, local=None, peer=A(f"198.19.0.{i}")) for i in range(2, 5)]
+    cli = Entry(
+        Session(SessionConfig(local=None, peer=A("198.19.0.9")), t.allocate_discr(), now_us=0), _Tx(), "cli"
+    )  # type: ignore[arg-type]
+    t.insert(cli)
+    assert t.origins == {"file": 3, "cli": 1}
+    t.pop(cli.session.local_discr)
+    t.pop(files[0].session.local_discr)
+    t.pop(files[0].session.local_discr)  # gone already: counted once
+    assert t.origins == {"file": 2} and "cli" not in t.origins

@@ -638,3 +638,31 @@ def test_the_whole_is_checked_even_when_every_record_is_known() -> None:
         state.parse(_blob(doc), known=keep)
     assert state.parse(blob, known=keep).sessions == [k[1] for k in keep]
     assert state.decoded_afresh() == 0
+
+
+def test_the_warm_ups_records_hold_the_configured_objects_and_the_request_restores_them() -> None:
+    """state.configured_as: a record whose configuration equals one of ours holds ours (that object),
+    through the request's decoding and into the restored session; the others keep their own."""
+    sessions, host = _three()
+    keep: list[Any] = []
+    state.parse(_rehearsed(host, 16), keep=keep)
+    # Ours: the first two as equal copies (other objects), the third's key, an unrelated fourth.
+    ours = [replace(s.config) for s in sessions[:3]] + [_cfg(9)]
+    assert all(a is not b.config for a, b in zip(ours, sessions, strict=False))
+    known = state.configured_as(keep, ours)
+    assert [r.config is c for (_v, r), c in zip(known, ours, strict=False)] == [True, True, False, False]
+    # The authenticated records (keyed, simple) keep the decoded configuration, without the secret.
+    assert [r.config.auth for _v, r in known] == [None] * 4
+    assert [v for v, _r in known] == [v for v, _r in keep]  # the values the request's are matched by
+    blob = state.encode(host, 16)
+    handed = state.parse(blob, known=known)
+    assert state.decoded_afresh() == 0
+    out = state.restore(FakeHost(), _Offload(), handed, ours)
+    assert [e.session.config is c for e, c in zip(out, ours, strict=False)] == [True, True, False]
+    assert out[2].session.config.auth == KEYED  # the keyed one restored with our secret all the same
+    # A changed configuration is not ours: the record keeps its own.
+    other = [replace(ours[0], min_tx_us=20_000), ours[1]]
+    assert [r.config is c for (_v, r), c in zip(state.configured_as(keep, other), other, strict=False)] == [
+        False,
+        True,
+    ]
