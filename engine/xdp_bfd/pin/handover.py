@@ -30,7 +30,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.observer import Offload
 from ..session import SessionConfig
-from . import bpfsys, packet_sockets, session_sockets, state
+from . import bpfsys, fdpass, packet_sockets, session_sockets, state
 from .directory import read_owner
 from .errors import HandoverError
 from .fdpass import PassError
@@ -217,7 +217,10 @@ def _owner_watch(root: Path, abi: Abi) -> _OwnerWatch | None:
 
 
 def read_state(
-    fp: FastPath, look: Callable[[], None] | None = None, known: state.Known | None = None
+    fp: FastPath,
+    look: Callable[[], None] | None = None,
+    known: state.Known | None = None,
+    same: tuple[bytes, state.Handed] | None = None,
 ) -> state.Handed | None:
     """The state the owner record says was handed over, or None (and why, logged).
 
@@ -241,7 +244,11 @@ def read_state(
         )
         return None
     return state.decode(
-        fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions, look=look, known=known
+        fp.pinned.read_blob(owner.blob_len),
+        max_sessions=fp.slots.max_sessions,
+        look=look,
+        known=known,
+        same=same,
     )
 
 
@@ -249,48 +256,71 @@ def _blob_limit(fp: FastPath) -> int:
     return min(state.MAX_BLOB, fp.abi.handover_chunk * fp.abi.handover_chunks)
 
 
-def read_rehearsal(fp: FastPath) -> list[tuple[Any, state.Record]] | None:
-    """The records of the state a running engine wrote at its warm-up (None: none, or not usable).
+def read_rehearsal(fp: FastPath) -> tuple[bytes, state.Handed, list[tuple[Any, state.Record]]] | None:
+    """The state a running engine wrote at its warm-up: its bytes, its decoding and the records as
+    state.parse's ``keep`` gives them (None: none, or not usable).
 
     Decoded and checked in full, as any state, while the old engine still
     serves; the request's state is then checked only where it differs
-    (state.parse's ``known``).
+    (state.parse's ``known``), and not decoded again when it is the same bytes.
     """
     assert fp.pin is not None and fp.pinned is not None
     owner = read_owner(fp.pin.root, fp.abi)
     if not owner or owner.state != fp.abi.OwnerState.RUNNING or not 0 < owner.blob_len <= _blob_limit(fp):
         return None
     keep: list[tuple[Any, state.Record]] = []
+    blob = fp.pinned.read_blob(owner.blob_len)
     try:
-        state.parse(fp.pinned.read_blob(owner.blob_len), max_sessions=fp.slots.max_sessions, keep=keep)
+        handed = state.parse(blob, max_sessions=fp.slots.max_sessions, keep=keep)
     except state.Refused as e:
         log.info("pin: the warm-up's state is not used (%s); the request's is checked in full", e)
         return None
-    return keep
+    return blob, handed, keep
 
 
 class Preload:
     """The state decoded while the old engine exits, for :func:`load` to take once it is gone; and
     the warm-up's state, decoded before the request, that spares checking what did not change."""
 
-    def __init__(self, fp: FastPath, configs: Sequence[SessionConfig] = ()) -> None:
+    def __init__(
+        self,
+        fp: FastPath,
+        configs: Sequence[SessionConfig] = (),
+        sockets: fdpass.Inbox | None = None,
+        sender: int = 0,
+    ) -> None:
         self.fp = fp
         self.configs = configs  # this engine's own: what the arguments say
+        self.sockets, self.sender = sockets, sender  # the sessions' sockets' inbox, and from whom
         self.done = False
         self.handed: state.Handed | None = None
         self.known: list[tuple[Any, state.Record]] | None = None
+        self.warm: tuple[bytes, state.Handed] | None = None  # the warm-up's bytes and their decoding
+        self.early: session_sockets.Passed | None = None  # the sockets the warm-up passed
 
     def rehearse(self) -> None:
-        """Before the request: decode the state the old engine wrote at its warm-up."""
+        """Before the request: decode the state the old engine wrote at its warm-up, and check the
+        sockets it passed then against it."""
         t0 = time.monotonic_ns()
-        self.known = read_rehearsal(self.fp)
-        if self.known is not None:
-            self.known = state.configured_as(self.known, self.configs)
-            log.info(
-                "pin: read the warm-up's state of %d sessions in %.1f ms before the request",
-                len(self.known),
-                (time.monotonic_ns() - t0) / 1e6,
-            )
+        got = read_rehearsal(self.fp)
+        if got is None:
+            return
+        blob, handed, known = got
+        self.known = state.configured_as(known, self.configs)
+        self.warm = blob, replace(handed, sessions=[r for _v, r in self.known])
+        t1 = time.monotonic_ns()
+        sockets = ""
+        if self.sockets is not None:
+            self.early = session_sockets.receive_early(self.sockets, self.sender)
+            good = state.check_early(self.early, self.known)
+            took = (time.monotonic_ns() - t1) / 1e6
+            sockets = f"; checked {good} of its sessions' sockets in {took:.1f} ms"
+        log.info(
+            "pin: read the warm-up's state of %d sessions in %.1f ms before the request%s",
+            len(self.known),
+            (t1 - t0) / 1e6,
+            sockets,
+        )
 
     def __call__(self, look: Callable[[], None] | None = None) -> None:
         self.read(look, " while the old engine exits")
@@ -298,10 +328,12 @@ class Preload:
     def read(self, look: Callable[[], None] | None = None, when: str = "") -> None:
         """The handed-over state, checked where it differs from the warm-up's; timed in the log."""
         t0 = time.monotonic_ns()
-        self.handed, self.done = read_state(self.fp, look, self.known), True
+        self.handed, self.done = read_state(self.fp, look, self.known, self.warm), True
         if self.handed is not None:
             again = ""
-            if self.known is not None:
+            if self.warm is not None and self.handed is self.warm[1]:
+                again = " (0 checked again since the warm-up's: its very bytes, not decoded again)"
+            elif self.known is not None:
                 again = f" ({state.decoded_afresh()} checked again since the warm-up's)"
             log.info(
                 "pin: read the state of %d sessions in %.1f ms%s%s",

@@ -14,7 +14,9 @@ descriptors (the kernel's limit for one message), each with a header naming
 every descriptor's session and source port; at the request it sends only the
 sessions' sockets it has not passed yet (sessions added since), and exits.
 A socket passed early is the same socket, not a copy: the old engine goes on
-sending from it, the successor only holds it. The successor reads them once
+sending from it, the successor only holds it. The successor reads what the
+warm-up passed before the request (:func:`receive_early`), so that each can be
+checked against the warm-up's record of its session then, and the rest once
 the old engine is gone; a session passed twice keeps the later socket.
 Whatever does not arrive (no listener, a full socket buffer, a truncated
 message, a header that does not add up) is made afresh on its recorded port,
@@ -101,6 +103,10 @@ class Passed:
     def __init__(self) -> None:
         self.fds: dict[int, tuple[int, int]] = {}  # discriminator -> (source port, descriptor)
         self.refused = 0  # descriptors received but unusable (closed at once)
+        # Made into sockets and checked before the request (pin.state.check_early), by
+        # discriminator: (source port, socket, what the check was made against).
+        self.checked: dict[int, tuple[int, socket.socket, Any]] = {}
+        self.conn: socket.socket | None = None  # the old engine's connection, read before the request
 
     def take(self, discr: int, sport: int) -> int | None:
         """The descriptor passed for session ``discr`` on ``sport``, yours to close; None if none was."""
@@ -113,12 +119,22 @@ class Passed:
             return None
         return got[1]
 
+    def checked_for(self, discr: int) -> tuple[int, socket.socket, Any] | None:
+        """The socket checked before the request for session ``discr``, yours to close; None if none was."""
+        return self.checked.pop(discr, None)
+
     def close(self) -> None:
         """Close every descriptor nobody took (their sessions were not restored)."""
         for _sport, fd in self.fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.fds.clear()
+        for _sport, sock, _against in self.checked.values():
+            sock.close()
+        self.checked.clear()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
     def receive(self, conn: socket.socket) -> None:
         while True:
@@ -142,6 +158,10 @@ class Passed:
             if earlier is not None:
                 # Passed at the warm-up and again at the request: the session's socket changed.
                 os.close(earlier[1])
+                self.refused += 1
+            checked = self.checked.pop(discr, None)
+            if checked is not None:  # the same, for one already checked before the request
+                checked[1].close()
                 self.refused += 1
             self.fds[discr] = (sport, fd)
 
@@ -168,11 +188,47 @@ def open_inbox(root: Path) -> fdpass.Inbox | None:
     return fdpass.open_channel(root, CHANNEL, "the sessions' sockets")
 
 
-def collect(inbox: fdpass.Inbox | None, sender: int) -> Passed:
-    """Successor, once ``sender`` is gone: what it passed (maybe nothing, and why, logged)."""
+def receive_early(inbox: fdpass.Inbox | None, sender: int) -> Passed:
+    """Successor, after ``sender``'s warm-up and before the request: what it passed so far.
+
+    The connection is kept for :func:`collect`. One that fails here is
+    dropped (why, logged): what came stays, the rest is made afresh.
+    """
     passed = Passed()
-    fdpass.receive_channel(inbox, sender, passed.receive, "the sessions' sockets")
+    if inbox is None:
+        return passed
+    try:
+        passed.conn = inbox.accept_from(sender)
+        if passed.conn is not None:
+            passed.receive(passed.conn)
+    except (fdpass.PassError, OSError) as e:
+        log.warning("pin: the sessions' sockets were not received at the warm-up: %s", e)
+        if passed.conn is not None:
+            passed.conn.close()
+            passed.conn = None
     return passed
 
 
-__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "Sender", "collect", "open_inbox"]
+def collect(inbox: fdpass.Inbox | None, sender: int, early: Passed | None = None) -> Passed:
+    """Successor, once ``sender`` is gone: what it passed (maybe nothing, and why, logged).
+
+    ``early``: what :func:`receive_early` read before the request; the rest
+    comes on the connection it kept. Closes the inbox.
+    """
+    passed = early if early is not None else Passed()
+    if passed.conn is None:  # none read before the request: the request's connection, if any
+        fdpass.receive_channel(inbox, sender, passed.receive, "the sessions' sockets")
+        return passed
+    try:
+        with passed.conn:
+            passed.receive(passed.conn)
+    except OSError as e:
+        log.warning("pin: the sessions' sockets were not all received: %s; the rest will be made afresh", e)
+    finally:
+        passed.conn = None
+        if inbox is not None:
+            inbox.close()
+    return passed
+
+
+__all__ = ["CHANNEL", "PER_MESSAGE", "Passed", "Sender", "collect", "open_inbox", "receive_early"]

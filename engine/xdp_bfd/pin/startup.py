@@ -222,7 +222,9 @@ def start_fast_path(
             packet_inbox = packet_sockets.open_inbox(pin.root)
             # The state is decoded once the old engine is gone, or while it exits if that
             # takes longer than handover.EXIT_WAIT_MS (it is written by then).
-            preload = handover.Preload(fp, configs) if plan.kind == "takeover" else None
+            preload = (
+                handover.Preload(fp, configs, socket_inbox, plan.pid) if plan.kind == "takeover" else None
+            )
             sent = functools.partial(notifier.request_sent, plan.pid)
             gone = handover.request(
                 plan.pid,
@@ -233,7 +235,7 @@ def start_fast_path(
                 prepared=preload.rehearse if preload is not None else None,
             )
             host.handoff.leave(DPLANE_CONNECTION, fdpass.collect(inbox, plan.pid))
-            passed = session_sockets.collect(socket_inbox, plan.pid)
+            passed = session_sockets.collect(socket_inbox, plan.pid, preload.early if preload else None)
             packets = packet_sockets.collect(packet_inbox, plan.pid)
             host.add_closer(packets.close)
             log.info("pin: engine %d handed over and %s", plan.pid, gone)

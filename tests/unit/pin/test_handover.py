@@ -282,18 +282,20 @@ def test_an_engine_that_neither_hands_over_nor_exits_times_out(monkeypatch) -> N
 def test_load_takes_the_preloaded_state_and_reads_only_without_one(monkeypatch) -> None:
     reads: list[SimpleNamespace] = []
 
-    def read_state(_fp, _look=None, known=None):
-        reads.append(SimpleNamespace(sessions=[1, 2], known=known))
+    def read_state(_fp, _look=None, known=None, same=None):
+        reads.append(SimpleNamespace(sessions=[1, 2], known=known, same=same))
         return reads[-1]
 
     monkeypatch.setattr(handover, "read_state", read_state)
     fp = object()
     preload = handover.Preload(fp)  # type: ignore[arg-type]
     preload.known = [("value", "record")]  # as rehearse() leaves it
+    preload.warm = (b"bytes", SimpleNamespace(sessions=["record"]))  # type: ignore[assignment]
     first = handover.load(fp, preload)  # type: ignore[arg-type]
     assert first is reads[0]  # it never ran: read now
     preload()
     assert [r.known for r in reads] == [preload.known] * 2  # both readings spared what the warm-up checked
+    assert [r.same for r in reads] == [preload.warm] * 2  # and its bytes, decoded once
     assert handover.load(fp, preload) is reads[1] and len(reads) == 2  # type: ignore[arg-type]
     assert handover.load(fp, preload) is reads[1] and len(reads) == 2  # type: ignore[arg-type]
 

@@ -312,3 +312,69 @@ def test_a_connection_that_failed_says_so(tmp_path: Path, as_engine) -> None:
     assert sender.broken
     sender.close()
     s.close()
+
+
+def test_the_warm_ups_sockets_are_checked_before_the_request_and_kept_without_asking_again(
+    tmp_path: Path, as_engine, monkeypatch, caplog
+) -> None:
+    """receive_early + state.check_early: the restore keeps a socket checked against the very record
+    the request's state restores without asking the kernel again; a changed record's is checked
+    again, a socket passed again at the request is the request's, and a refused one says why."""
+    socks = _bound(4)
+    sports = [s.getsockname()[1] for s in socks]
+    socks[3].close()
+    elsewhere = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    elsewhere.bind(("127.0.0.5", sports[3]))  # its port, on another address
+    warm = _handed(sports)
+    discrs = [r.state["_local_discr"] for r in warm.sessions]
+    host = FakeHost()
+    before = _open_fds()
+    inbox = session_sockets.open_inbox(tmp_path)
+    sender = session_sockets.Sender(tmp_path)
+    fds = [s.fileno() for s in socks[:3]] + [elsewhere.fileno()]
+    assert sender.send(list(zip(discrs, sports, fds, strict=True))) == 4  # the warm-up
+    early = session_sockets.receive_early(inbox, os.getpid())
+    assert sorted(early.fds) == sorted(discrs)
+    assert state.check_early(early, [(None, r) for r in warm.sessions]) == 3  # the fourth is refused
+    assert early.fds == {} and sorted(early.checked) == sorted(discrs)
+    assert sender.send([(discrs[2], sports[2], fds[2])]) == 1  # passed again at the request
+    sender.close()
+    passed = session_sockets.collect(inbox, os.getpid(), early)
+    assert passed is early and list(passed.fds) == [discrs[2]] and discrs[2] not in passed.checked
+    # The request's state: the first record as the warm-up's (the same object), the second equal
+    # but decoded afresh (another object), the third and fourth as the warm-up's.
+    request = replace(warm, sessions=[warm.sessions[0], replace(warm.sessions[1]), *warm.sessions[2:]])
+    asked: list[int] = []
+    real = state.adoptable
+
+    def counted(sock, **kw):
+        asked.append(kw["sport"])
+        return real(sock, **kw)
+
+    monkeypatch.setattr(state, "adoptable", counted)
+    with caplog.at_level("INFO", "xdp_bfd"):
+        state.restore(host, _Offload(), request, [], sockets=passed)
+    assert asked == sports[1:]  # not the first: checked against that very record before the request
+    kept = [host.sessions[d].tx.adopted for d in discrs]
+    assert [k is not None for k in kept] == [True, True, True, False]
+    for k, s in zip(kept[:3], socks[:3], strict=True):
+        assert os.fstat(k.fileno()).st_ino == os.fstat(s.fileno()).st_ino
+    assert "kept 3 of their sockets" in caplog.text
+    assert f"1 bound to 127.0.0.5 port {sports[3]}, not 127.0.0.1 port {sports[3]}" in caplog.text
+    assert _open_fds() == before | {k.fileno() for k in kept[:3]}  # the refused and replaced closed
+    for k in kept[:3]:
+        k.close()
+    for s in [*socks[:3], elsewhere]:
+        s.close()
+
+
+def test_without_a_warm_up_connection_the_request_brings_them_all(tmp_path: Path, as_engine) -> None:
+    (s,) = _bound(1)
+    inbox = session_sockets.open_inbox(tmp_path)
+    early = session_sockets.receive_early(inbox, os.getpid())  # nobody connected yet
+    assert early.conn is None and early.fds == {}
+    _send(tmp_path, [(7, s.getsockname()[1], s.fileno())])
+    passed = session_sockets.collect(inbox, os.getpid(), early)
+    assert list(passed.fds) == [7]
+    passed.close()
+    s.close()

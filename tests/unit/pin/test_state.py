@@ -666,3 +666,24 @@ def test_the_warm_ups_records_hold_the_configured_objects_and_the_request_restor
         False,
         True,
     ]
+
+
+def test_the_warm_ups_very_bytes_are_its_decoding_and_any_other_bytes_are_decoded() -> None:
+    """parse's ``same``: the request's blob byte for byte the warm-up's is that decoding (what a
+    request after which nothing changed writes); one byte else and it is decoded as ever."""
+    sessions, host = _three()
+    keep: list[Any] = []
+    warm_blob = _rehearsed(host, 16)
+    warm = state.parse(warm_blob, keep=keep)
+    blob = state.encode(host, 16)
+    assert blob == warm_blob and blob is not warm_blob  # nothing changed: the same bytes
+    assert state.parse(blob, known=keep, same=(warm_blob, warm)) is warm
+    assert state.decoded_afresh() == 0
+    sessions[1].set_config(replace(sessions[1].config, min_tx_us=30_000), 5_000)
+    changed = state.encode(host, 16)
+    got = state.parse(changed, known=keep, same=(warm_blob, warm))
+    assert state.decoded_afresh() == 1
+    assert got is not warm and got == state.parse(changed)
+    # The shortcut never vouches for bytes it was not given: a refused blob is refused.
+    with pytest.raises(state.Refused):
+        state.parse(warm_blob[:-1], known=keep, same=(warm_blob, warm))
