@@ -239,14 +239,18 @@ def open_channel(root: Path, channel: bytes, what: str) -> Inbox | None:
 
 
 def receive_channel(
-    inbox: Inbox | None, sender: int, receive: Callable[[socket.socket], None], what: str
+    inbox: Inbox | None,
+    sender: int,
+    receive: Callable[[socket.socket], None],
+    what: str,
+    conn: socket.socket | None = None,
 ) -> None:
     """Successor, once ``sender`` is gone: its connection on ``inbox`` to ``receive`` (nothing if it
-    made none; why, logged); closes the inbox."""
-    if inbox is None:
-        return
+    made none; why, logged); closes the inbox and the connection. ``conn``: that connection, accepted
+    and read from before (it is read on)."""
     try:
-        conn = inbox.accept_from(sender)
+        if conn is None and inbox is not None:
+            conn = inbox.accept_from(sender)
         if conn is not None:
             with conn:
                 receive(conn)
@@ -255,7 +259,8 @@ def receive_channel(
             "pin: %s were not received: %s; they will be made afresh", what, e
         )
     finally:
-        inbox.close()
+        if inbox is not None:
+            inbox.close()
 
 
 def open_inbox(root: Path) -> Inbox | None:

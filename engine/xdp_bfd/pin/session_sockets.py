@@ -216,18 +216,8 @@ def collect(inbox: fdpass.Inbox | None, sender: int, early: Passed | None = None
     comes on the connection it kept. Closes the inbox.
     """
     passed = early if early is not None else Passed()
-    if passed.conn is None:  # none read before the request: the request's connection, if any
-        fdpass.receive_channel(inbox, sender, passed.receive, "the sessions' sockets")
-        return passed
-    try:
-        with passed.conn:
-            passed.receive(passed.conn)
-    except OSError as e:
-        log.warning("pin: the sessions' sockets were not all received: %s; the rest will be made afresh", e)
-    finally:
-        passed.conn = None
-        if inbox is not None:
-            inbox.close()
+    conn, passed.conn = passed.conn, None
+    fdpass.receive_channel(inbox, sender, passed.receive, "the sessions' sockets", conn)
     return passed
 
 
