@@ -89,6 +89,7 @@ class FakeHost:
         self.handoff = Handoff()
         self.now = 0  # the latest time the test ran the host at (µs, its own clock)
         self.rng = random.Random(0)
+        self.made_ahead = 0  # sessions made by restored() (a takeover's, ahead of its request)
         self.table: dict[int, Entry] = {}
         self.by_key: dict[SessionKey, int] = {}
         self._view = MappingProxyType(self.table)
@@ -218,12 +219,38 @@ class FakeHost:
         sock: socket.socket | None = None,
         ifindex: int | None = None,
     ) -> Entry:
+        entry = self._made(config, origin, sport, state, sock)
+        self._insert(entry)
+        return entry
+
+    def restored(
+        self,
+        config: SessionConfig,
+        origin: str,
+        *,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket,
+        ifindex: int | None = None,
+    ) -> Entry:
+        self.made_ahead += 1
+        return self._made(config, origin, sport, state, sock)
+
+    def join_restored(self, entry: Entry) -> None:
+        self._insert(entry)
+
+    def _made(
+        self,
+        config: SessionConfig,
+        origin: str,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket | None,
+    ) -> Entry:
         session = Session.restore(config, state, rng=self.rng)
         wire = Wire(sport)
         wire.adopted = sock  # the predecessor's socket it was given, if any
-        entry = Entry(session, wire, origin)
-        self._insert(entry)
-        return entry
+        return Entry(session, wire, origin)
 
     def service(self, entry: Entry, now: int) -> None:
         s = entry.session

@@ -243,8 +243,28 @@ class Engine:
         session = Session.restore(config, state, rng=self.rng)
         session.demand_poll_us = self.demand_poll_us
         entry = Entry(session, self._transmitter(config, sport, sock, ifindex), origin)
-        self.table.insert(entry)
+        self.join_restored(entry)
         return entry
+
+    def restored(
+        self,
+        config: SessionConfig,
+        origin: str,
+        *,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket,
+        ifindex: int | None = None,
+    ) -> Entry:
+        session = Session.restore(config, state, rng=self.rng)
+        session.demand_poll_us = self.demand_poll_us
+        return Entry(session, self._transmitter(config, sport, sock, ifindex), origin)
+
+    def join_restored(self, entry: Entry) -> None:
+        # An adopted socket's port is taken here, not by its Transmitter: one made ahead and
+        # never joined must leave the port free (netio.Transmitter).
+        self.ports.used.add(entry.tx.sport)
+        self.table.insert(entry)
 
     def remove_session(self, discr: int, *, admin_down: bool = True) -> None:
         entry = self.table.pop(discr)

@@ -195,6 +195,27 @@ class Sessions(Protocol):
         its interface's index when the caller looked it up.
         """
 
+    def restored(
+        self,
+        config: SessionConfig,
+        origin: str,
+        *,
+        sport: int,
+        state: dict[str, Any],
+        sock: socket.socket,
+        ifindex: int | None = None,
+    ) -> Entry:
+        """The session :meth:`restore_session` would recreate, made but not joined: nothing of the
+        host's changes (no table, no source port taken) until :meth:`join_restored`.
+
+        A takeover's successor builds the sessions of the warm-up's state this
+        way before its request; one it does not join is dropped as it is
+        (``sock`` stays the caller's to close).
+        """
+
+    def join_restored(self, entry: Entry) -> None:
+        """Put a session :meth:`restored` made into the table (the rest as :meth:`restore_session`)."""
+
     def service(self, entry: Entry, now: int) -> None:
         """After any input to a session: send what it queued, report events, reschedule."""
 

@@ -191,10 +191,11 @@ class Transmitter:
         if sock is not None:
             if sport is None:
                 raise ValueError("an adopted socket comes with its source port")
-            # Its hop limit and class as this build sets them, whoever made it.
+            # Its hop limit and class as this build sets them, whoever made it. Its port is the
+            # caller's to mark used (core.engine's join_restored): a takeover's successor makes
+            # these ahead of its request, and joins only those the request's state still has.
             self._set_hops_and_class(sock)
             sock.setblocking(False)
-            ports.used.add(sport)
             self.sport, self.sock = sport, sock
             return
         s = socket.socket(self.family, socket.SOCK_DGRAM)

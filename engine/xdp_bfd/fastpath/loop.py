@@ -22,7 +22,9 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import KernelError
 
@@ -55,25 +57,84 @@ def load_netlink() -> None:
         import pyroute2  # noqa: F401, PLC0415
 
 
+def _exists(ipr: Any) -> bool:
+    return bool(ipr.link_lookup(ifname=LOOP_A)) and bool(ipr.link_lookup(ifname=LOOP_B))
+
+
+def _index(ipr: Any, ifname: str) -> int:
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        raise KernelError(f"kernel clock: {ifname} is gone")
+    return int(found[0])
+
+
+def _mac(ipr: Any, index: int) -> bytes:
+    link = ipr.get_links(index)[0]
+    return bytes.fromhex(link.get_attr("IFLA_ADDRESS").replace(":", ""))
+
+
+def _netlink() -> Any:
+    try:
+        from pyroute2 import IPRoute  # noqa: PLC0415  (only with --kernel-tx)
+    except ImportError:
+        raise KernelError("kernel clock: pyroute2 is not installed (python3-pyroute2)") from None
+    return IPRoute()
+
+
+@dataclass
+class Found:
+    """A running engine's loop as looked up before a takeover's request, for the successor to adopt."""
+
+    ipr: Any  # the netlink socket it was looked up on, the ShapedLoop's from then on
+    a: int
+    b: int
+    a_mac: bytes
+    b_mac: bytes
+
+
+def find_loop() -> Found | None:
+    """The loop's ends and addresses, read only: a takeover's successor looks them up before its
+    request, where they cost nothing of the request -> serving path (several netlink round trips,
+    most of 15 ms there at 1024 sessions; docs/benchmarks.md). None: no loop (a ShapedLoop then
+    makes one), or it cannot be read now (the ShapedLoop looks again and says why)."""
+    try:
+        ipr = _netlink()
+    except KernelError:
+        return None
+    try:
+        if _exists(ipr):
+            a, b = _index(ipr, LOOP_A), _index(ipr, LOOP_B)
+            return Found(ipr, a, b, _mac(ipr, a), _mac(ipr, b))
+    except Exception as e:  # pyroute2's own errors: the ShapedLoop's look says what they mean
+        log.debug("kernel-tx: the transmit clock's loop was not looked up ahead (%s)", e)
+    ipr.close()
+    return None
+
+
 class ShapedLoop:
     """The loop's two ends, its qdiscs and classes, and the socket that sends frames in."""
 
-    def __init__(self, tick_fd: int, *, adopt: bool, take: TakeSocket | None = None) -> None:
-        """``take``: a predecessor's socket bound to an interface index, if it passed one (pin/)."""
+    def __init__(
+        self, tick_fd: int, *, adopt: bool, take: TakeSocket | None = None, found: Found | None = None
+    ) -> None:
+        """``take``: a predecessor's socket bound to an interface index, if it passed one (pin/).
+        ``found``: the loop as :func:`find_loop` found it ahead, adopted as it was then."""
+        if found is not None and not adopt:
+            found.ipr.close()
+            found = None
+        self.ipr = found.ipr if found is not None else _netlink()
         try:
-            from pyroute2 import IPRoute  # noqa: PLC0415  (only with --kernel-tx)
-        except ImportError:
-            raise KernelError("kernel clock: pyroute2 is not installed (python3-pyroute2)") from None
-
-        self.ipr = IPRoute()
-        try:
-            self.adopted = adopt and self._exists()
-            if not self.adopted:
-                self._create()
-            self.a = self._index(LOOP_A)
-            self.b = self._index(LOOP_B)
-            self.a_mac = self._mac(self.a)
-            self.b_mac = self._mac(self.b)
+            if found is not None:
+                self.adopted = True
+                self.a, self.b, self.a_mac, self.b_mac = found.a, found.b, found.a_mac, found.b_mac
+            else:
+                self.adopted = adopt and self._exists()
+                if not self.adopted:
+                    self._create()
+                self.a = self._index(LOOP_A)
+                self.b = self._index(LOOP_B)
+                self.a_mac = self._mac(self.a)
+                self.b_mac = self._mac(self.b)
             self._attach(tick_fd)
             passed = take(self.a) if take is not None and self.adopted else None
             self.sock_adopted = passed is not None
@@ -101,17 +162,13 @@ class ShapedLoop:
     # -- the devices ------------------------------------------------------------
 
     def _exists(self) -> bool:
-        return bool(self.ipr.link_lookup(ifname=LOOP_A)) and bool(self.ipr.link_lookup(ifname=LOOP_B))
+        return _exists(self.ipr)
 
     def _index(self, ifname: str) -> int:
-        found = self.ipr.link_lookup(ifname=ifname)
-        if not found:
-            raise KernelError(f"kernel clock: {ifname} is gone")
-        return int(found[0])
+        return _index(self.ipr, ifname)
 
     def _mac(self, index: int) -> bytes:
-        link = self.ipr.get_links(index)[0]
-        return bytes.fromhex(link.get_attr("IFLA_ADDRESS").replace(":", ""))
+        return _mac(self.ipr, index)
 
     def _create(self) -> None:
         for ifname in (LOOP_A, LOOP_B):
@@ -228,4 +285,4 @@ def remove_loop() -> bool:
     return bool(found)
 
 
-__all__ = ["LOOP_A", "LOOP_B", "ShapedLoop", "remove_loop"]
+__all__ = ["LOOP_A", "LOOP_B", "Found", "ShapedLoop", "find_loop", "remove_loop"]

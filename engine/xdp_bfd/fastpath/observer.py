@@ -19,7 +19,7 @@ from typing import Any
 from ..core import links
 from ..core.clock import now_us
 from ..core.host import Entry, Host, PacketCounts
-from ..session import AuthConfig, Rejected
+from ..session import AuthConfig, Rejected, SessionConfig
 from ..wire.control import (
     MIN_LEN,
     MIN_LEN_AUTH,
@@ -57,6 +57,24 @@ def steady_template(raw: bytes, size: int) -> bytes:
     if len(raw) >= size and raw[3] == MIN_LEN and not raw[1] & Flag.AUTH:
         return raw[:1] + bytes([raw[1] & ~_POLL_FINAL & 0xFF]) + raw[2:size]
     return bytes(size)
+
+
+def path_ifindex(cfg: SessionConfig) -> int:
+    """The interface the kernel's indexes tie a session to: 0 for a multihop or unbound one."""
+    if cfg.multihop or cfg.interface is None:
+        return 0
+    return links.index_of(cfg.interface)
+
+
+def index_of(cfg: SessionConfig, discr: int) -> dict[str, Any]:
+    """What the kernel's indexes key a session by (Slots.install)."""
+    return {
+        "local": cfg.local,
+        "peer": cfg.peer,
+        "ifindex": path_ifindex(cfg),
+        "multihop": cfg.multihop,
+        "discr": discr,
+    }
 
 
 class Offload:
@@ -113,21 +131,10 @@ class Offload:
         return cfg.interface is not None and cfg.interface in self.ifindexes
 
     def _path_ifindex(self, entry: Entry) -> int:
-        cfg = entry.session.config
-        if cfg.multihop or cfg.interface is None:
-            return 0
-        return links.index_of(cfg.interface)
+        return path_ifindex(entry.session.config)
 
     def _index(self, entry: Entry) -> dict[str, Any]:
-        """What the kernel's indexes key this session by."""
-        c = entry.session.config
-        return {
-            "local": c.local,
-            "peer": c.peer,
-            "ifindex": self._path_ifindex(entry),
-            "multihop": c.multihop,
-            "discr": entry.session.local_discr,
-        }
+        return index_of(entry.session.config, entry.session.local_discr)
 
     def added(self, entry: Entry) -> None:
         # Every session gets a slot, offloaded or not: XDP validates every BFD

@@ -288,8 +288,9 @@ class Preload:
         configs: Sequence[SessionConfig] = (),
         sockets: fdpass.Inbox | None = None,
         sender: int = 0,
+        host: Host | None = None,
     ) -> None:
-        self.fp = fp
+        self.fp, self.host = fp, host
         self.configs = configs  # this engine's own: what the arguments say
         self.sockets, self.sender = sockets, sender  # the sessions' sockets' inbox, and from whom
         self.done = False
@@ -297,10 +298,11 @@ class Preload:
         self.known: list[tuple[Any, state.Record]] | None = None
         self.warm: tuple[bytes, state.Handed] | None = None  # the warm-up's bytes and their decoding
         self.early: session_sockets.Passed | None = None  # the sockets the warm-up passed
+        self.ahead: state.Ahead | None = None  # the warm-up's sessions made for the restore to join
 
     def rehearse(self) -> None:
-        """Before the request: decode the state the old engine wrote at its warm-up, and check the
-        sockets it passed then against it."""
+        """Before the request: decode the state the old engine wrote at its warm-up, check the
+        sockets it passed then against it, and make its sessions for the restore to join."""
         t0 = time.monotonic_ns()
         got = read_rehearsal(self.fp)
         if got is None:
@@ -315,6 +317,11 @@ class Preload:
             good = state.check_early(self.early, self.known)
             took = (time.monotonic_ns() - t1) / 1e6
             sockets = f"; checked {good} of its sessions' sockets in {took:.1f} ms"
+            if self.host is not None:
+                t2 = time.monotonic_ns()
+                self.ahead = state.build_ahead(self.host, self.known, self.configs, self.early, self.fp.slots)
+                took = (time.monotonic_ns() - t2) / 1e6
+                sockets += f", made {len(self.ahead)} of its sessions in {took:.1f} ms"
         log.info(
             "pin: read the warm-up's state of %d sessions in %.1f ms before the request%s",
             len(self.known),

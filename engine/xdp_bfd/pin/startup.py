@@ -31,7 +31,7 @@ from ..fastpath.echo import EchoOriginator
 from ..fastpath.errors import KernelError
 from ..fastpath.kernel import FastPath
 from ..fastpath.layout import PinPaths
-from ..fastpath.loop import ShapedLoop, load_netlink, remove_loop
+from ..fastpath.loop import ShapedLoop, find_loop, load_netlink, remove_loop
 from ..fastpath.observer import Offload
 from ..fastpath.program import Swap
 from ..fastpath.sbfd import Reflector
@@ -84,6 +84,8 @@ class Started:
     swap: Swap | None = None
     # Adopted sessions the kernel carries, serviced once the loop runs (pin/catchup.py).
     catchup: Catchup | None = None
+    # The warm-up's sessions made before the request, for the restore to join (state.build_ahead).
+    ahead: handover_state.Ahead | None = None
 
     def mark(self, phase: str) -> None:
         if self.marks:
@@ -135,8 +137,10 @@ class Started:
                 clock=self.clock,
                 sockets=self.sockets,
                 catchup=self.catchup,
+                ahead=self.ahead,
             )
         finally:
+            self.ahead = None  # what was not joined goes now (its sockets are the Passed's)
             if self.sockets is not None:
                 self.sockets.close()
 
@@ -190,6 +194,7 @@ def start_fast_path(
     passed = None
     packets = packet_sockets.PacketSockets()
     preload = None
+    found = None
     marks: list[tuple[str, int]] = []
     try:
         # Signals that come meanwhile wait for the end of the load (core/signals.py).
@@ -222,9 +227,11 @@ def start_fast_path(
             packet_inbox = packet_sockets.open_inbox(pin.root)
             # The state is decoded once the old engine is gone, or while it exits if that
             # takes longer than handover.EXIT_WAIT_MS (it is written by then).
-            preload = (
-                handover.Preload(fp, configs, socket_inbox, plan.pid) if plan.kind == "takeover" else None
-            )
+            preload = None
+            if plan.kind == "takeover":
+                preload = handover.Preload(fp, configs, socket_inbox, plan.pid, host)
+            if args.kernel_clock and plan.kind == "takeover":
+                found = find_loop()  # the loop the old engine runs, adopted below as it is
             sent = functools.partial(notifier.request_sent, plan.pid)
             gone = handover.request(
                 plan.pid,
@@ -282,7 +289,10 @@ def start_fast_path(
     if args.kernel_clock:
         try:
             loop = ShapedLoop(
-                fp.program.tick_fn.fd, adopt=plan is not None and plan.kind != "fresh", take=packets.take
+                fp.program.tick_fn.fd,
+                adopt=plan is not None and plan.kind != "fresh",
+                take=packets.take,
+                found=found,
             )
         except KernelError as e:
             # Sessions still come up and XDP still answers: only what nobody asks for falls
@@ -325,5 +335,15 @@ def start_fast_path(
         # clock's loop is taken over netlink above.
         swap.start()
     return Started(
-        host, offload, clock, reflector, handed, predecessor, marks, passed, swap=swap, catchup=catchup
+        host,
+        offload,
+        clock,
+        reflector,
+        handed,
+        predecessor,
+        marks,
+        passed,
+        swap=swap,
+        catchup=catchup,
+        ahead=preload.ahead if preload is not None and handed is not None else None,
     )

@@ -48,7 +48,8 @@ from ..core.handoff import DPLANE_SESSIONS
 from ..core.host import Entry, Host
 from ..core.netio import adoptable
 from ..fastpath.clock import Clock
-from ..fastpath.observer import Offload
+from ..fastpath.observer import Offload, index_of
+from ..fastpath.slots import Slots
 from ..session import AuthConfig, Session, SessionConfig
 from ..wire.control import AuthType, ControlPacket, Diag, Flag, State
 from .catchup import Catchup, carried
@@ -936,6 +937,68 @@ def _forget(offload: Offload, r: Record) -> None:
     offload.removed(Entry(session, None, r.entry["origin"], slot=r.entry["slot"]))
 
 
+def _secrets(configs: Iterable[SessionConfig]) -> dict[Any, AuthConfig]:
+    return {c.key(): c.auth for c in configs if c.auth is not None}
+
+
+# A session made ahead of the request: the warm-up's record, the socket checked against it, the entry.
+Ahead = dict[int, tuple[Record, socket.socket, Entry]]  # by the record's id
+
+
+def build_ahead(
+    host: Host,
+    known: Known,
+    configs: Iterable[SessionConfig],
+    passed: Passed | None,
+    slots: Slots | None = None,
+) -> Ahead:
+    """Before the request: the warm-up's sessions made as the restore would make them (host.restored).
+
+    Only those whose socket the warm-up passed and :func:`check_early` found
+    right for the very record: the restore joins such an entry where the
+    request's state left the record unchanged (the same Record, ``parse``'s
+    ``known``) and the same socket is still the one to keep; any other it
+    makes afresh as before, and what is not joined is dropped (its socket
+    stays the Passed's, to keep or to close). The object making and the socket
+    options were a third of a restore's CPU at 1024 sessions (docs/benchmarks.md).
+    ``slots``: each such session's index writes are made too (Slots.prepare).
+    """
+    out: Ahead = {}
+    if passed is None:
+        return out
+    secrets = _secrets(configs)
+    interfaces = _Interfaces()
+    for _v, r in known:
+        early = passed.checked.get(r.state["_local_discr"])
+        if early is None or early[2] is not r:
+            continue
+        config = _with_secret(r, secrets)
+        if config is None:
+            continue
+        try:
+            entry = _made(host, r, config, early[1], interfaces.ifindex(r.config.interface))
+        except OSError:
+            continue  # the restore tries again, and says why
+        out[id(r)] = (r, early[1], entry)
+        if slots is not None:
+            slots.prepare(r.entry["slot"], **index_of(config, r.state["_local_discr"]))
+    return out
+
+
+def _made(host: Host, r: Record, config: SessionConfig, sock: socket.socket, ifindex: int | None) -> Entry:
+    entry = host.restored(config, r.entry["origin"], sport=r.sport, state=r.state, sock=sock, ifindex=ifindex)
+    _carry(entry, r)
+    return entry
+
+
+def _carry(entry: Entry, r: Record) -> None:
+    """What the record carries beside the session's own state."""
+    for name, value in r.entry.items():
+        setattr(entry, name, value)
+    entry.drops = Counter(r.drops)
+    entry.last_rx_raw = r.last_rx_raw
+
+
 def restore(
     host: Host,
     offload: Offload,
@@ -945,6 +1008,7 @@ def restore(
     clock: Clock | None = None,
     sockets: Passed | None = None,
     catchup: Catchup | None = None,
+    ahead: Ahead | None = None,
 ) -> list[Entry]:
     """Recreate the handed-over sessions: same discriminators, slots and source ports.
 
@@ -959,19 +1023,25 @@ def restore(
 
     ``catchup``: the sessions the kernel carries whole are serviced from the
     loop's turns (pin/catchup.py), not here; without it every session is.
+
+    ``ahead``: sessions :func:`build_ahead` made before the request, joined
+    where their record and socket are still the ones to restore.
     """
-    secrets = {c.key(): c.auth for c in configs if c.auth is not None}
+    secrets = _secrets(configs)
     used = {r.entry["slot"] for r in state.sessions}
     offload.slots.adopt(state.nslots, used)
     kept = _Kept(sockets)
     t0, cpu0 = time.monotonic_ns(), time.thread_time_ns()
     with offload.slots.batched():  # every adopted session's configuration and indexes, one batch a map
-        out, later = _adopt(host, offload, state, secrets=secrets, kept=kept, clock=clock, catchup=catchup)
+        out, later = _adopt(
+            host, offload, state, secrets=secrets, kept=kept, clock=clock, catchup=catchup, ahead=ahead or {}
+        )
     log.info(
-        "pin: adopted %d sessions from engine %d%s; in %.1f ms (%.1f ms of CPU)%s",
+        "pin: adopted %d sessions from engine %d%s%s; in %.1f ms (%.1f ms of CPU)%s",
         len(out),
         state.pid,
         kept.summary(len(out)),
+        f"; {kept.joined} made before the request" if ahead is not None else "",
         (time.monotonic_ns() - t0) / 1e6,
         (time.thread_time_ns() - cpu0) / 1e6,
         f"; {later} the kernel carries serviced once the loop runs" if later else "",
@@ -988,6 +1058,7 @@ def _adopt(
     kept: _Kept,
     clock: Clock | None,
     catchup: Catchup | None,
+    ahead: Ahead,
 ) -> tuple[list[Entry], int]:
     out = []
     bookkeeping: dict[int, Any] = {}
@@ -1006,14 +1077,17 @@ def _adopt(
             _forget(offload, r)
             continue
         sock = kept.socket_for(r)
-        entry = host.restore_session(
-            config, r.entry["origin"], sport=r.sport, state=r.state, sock=sock,
-            ifindex=kept.ifindex(r.config.interface),
-        )  # fmt: skip
-        for name, value in r.entry.items():
-            setattr(entry, name, value)
-        entry.drops = Counter(r.drops)
-        entry.last_rx_raw = r.last_rx_raw
+        made = ahead.get(id(r))
+        if made is not None and made[0] is r and sock is not None and made[1] is sock:
+            entry = made[2]
+            host.join_restored(entry)
+            kept.joined += 1
+        else:
+            entry = host.restore_session(
+                config, r.entry["origin"], sport=r.sport, state=r.state, sock=sock,
+                ifindex=kept.ifindex(r.config.interface),
+            )  # fmt: skip
+            _carry(entry, r)
         if r.dp is not None:
             bookkeeping[entry.session.local_discr] = r.dp
         offload.adopted(entry)
@@ -1080,13 +1154,10 @@ def check_early(passed: Passed, known: Known) -> int:
     return good
 
 
-class _Kept:
-    """The restore's view of the passed sockets: each checked against its session, counted."""
+class _Interfaces:
+    """Interface indexes looked up once per interface for a whole restore."""
 
-    def __init__(self, sockets: Passed | None) -> None:
-        self.sockets = sockets
-        self.kept = 0
-        self.refused: Counter[str] = Counter()
+    def __init__(self) -> None:
         self._ifindex: dict[str, int] = {}
 
     def ifindex(self, interface: str | None) -> int | None:
@@ -1099,6 +1170,17 @@ class _Kept:
             except OSError:
                 return None  # the Transmitter looks again, and says why it cannot
         return self._ifindex[interface]
+
+
+class _Kept(_Interfaces):
+    """The restore's view of the passed sockets: each checked against its session, counted."""
+
+    def __init__(self, sockets: Passed | None) -> None:
+        super().__init__()
+        self.sockets = sockets
+        self.kept = 0
+        self.joined = 0  # sessions made before the request (build_ahead) and joined as they were
+        self.refused: Counter[str] = Counter()
 
     def socket_for(self, r: Record) -> socket.socket | None:
         if self.sockets is None:
@@ -1147,9 +1229,11 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_BLOB",
     "MAX_SESSIONS",
+    "Ahead",
     "Handed",
     "Record",
     "Refused",
+    "build_ahead",
     "check_early",
     "configured_as",
     "decode",

@@ -141,3 +141,33 @@ def test_a_number_the_engine_did_not_choose_is_led_to_its_slot_by_its_low_bits()
     # The engine's own numbers sit in their slots and need no entry.
     own = s.alloc(0x12340001 & ~0xFFFF | 1)
     assert own == 1 and _named(s) == {1: 0}
+
+
+def test_index_writes_prepared_ahead_are_the_ones_an_install_makes(monkeypatch) -> None:
+    """Slots.prepare (a takeover's successor, before its request): an install with that very index
+    uses the writes made then and builds no key; one with another index builds its own."""
+    s = _slots()
+    same, other = _path(1), _path(2)
+    s.prepare(1, **same)
+    s.prepare(2, **other)
+    built: list[int] = []
+    real = Slots._index_keys
+
+    def counted(self, **kw):
+        built.append(kw["discr"])
+        return real(self, **kw)
+
+    monkeypatch.setattr(Slots, "_index_keys", counted)
+    s.install(1, **same)
+    moved = {**other, "peer": ipaddress.ip_address("198.19.1.99")}  # the session changed meanwhile
+    s.install(2, **moved)
+    assert built == [moved["discr"]]  # only the changed one's keys were built at the install
+    fresh = _slots()
+    fresh.install(1, **same)
+    fresh.install(2, **moved)
+    for name in ("sessions", "by_discr", "echo_peers"):
+        got, want = ({k: v.value for k, v in t.__dict__[name].items()} for t in (s, fresh))
+        assert got == want and len(got) == 2  # the same writes, key for key
+    with s.batched():
+        pass
+    assert s._prepared == {}  # what no install took is dropped with the restore's batch

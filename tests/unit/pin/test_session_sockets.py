@@ -201,7 +201,9 @@ def test_an_adopted_socket_sends_with_this_builds_hop_limit_and_class() -> None:
     ports = SourcePorts()
     sport = s.getsockname()[1]
     tx = Transmitter(ports, local=LOCAL, peer=PEER, interface=None, multihop=False, sport=sport, sock=s)
-    assert tx.sock is s and tx.sport == sport and sport in ports.used
+    # The port is the engine's to take when the session joins (made ahead, it may never join).
+    assert tx.sock is s and tx.sport == sport and sport not in ports.used
+    ports.used.add(sport)
     assert s.getsockopt(socket.IPPROTO_IP, socket.IP_TTL) == 255
     assert s.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 0xC0  # CS6
     assert s.getblocking() is False
@@ -314,26 +316,38 @@ def test_a_connection_that_failed_says_so(tmp_path: Path, as_engine) -> None:
     s.close()
 
 
+def _warm_up(tmp_path: Path) -> SimpleNamespace:
+    """Four sessions' sockets passed at a warm-up and read early: three bound as their records say,
+    the fourth's port bound on another address (the check refuses it)."""
+    socks = _bound(4)
+    sports = [s.getsockname()[1] for s in socks]
+    socks[3].close()
+    elsewhere = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    elsewhere.bind(("127.0.0.5", sports[3]))
+    warm = _handed(sports)
+    discrs = [r.state["_local_discr"] for r in warm.sessions]
+    before = _open_fds()
+    inbox = session_sockets.open_inbox(tmp_path)
+    sender = session_sockets.Sender(tmp_path)
+    fds = [s.fileno() for s in socks[:3]] + [elsewhere.fileno()]
+    assert sender.send(list(zip(discrs, sports, fds, strict=True))) == 4
+    early = session_sockets.receive_early(inbox, os.getpid())
+    return SimpleNamespace(
+        socks=socks, sports=sports, elsewhere=elsewhere, warm=warm, discrs=discrs, before=before,
+        inbox=inbox, sender=sender, fds=fds, early=early,
+    )  # fmt: skip
+
+
 def test_the_warm_ups_sockets_are_checked_before_the_request_and_kept_without_asking_again(
     tmp_path: Path, as_engine, monkeypatch, caplog
 ) -> None:
     """receive_early + state.check_early: the restore keeps a socket checked against the very record
     the request's state restores without asking the kernel again; a changed record's is checked
     again, a socket passed again at the request is the request's, and a refused one says why."""
-    socks = _bound(4)
-    sports = [s.getsockname()[1] for s in socks]
-    socks[3].close()
-    elsewhere = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    elsewhere.bind(("127.0.0.5", sports[3]))  # its port, on another address
-    warm = _handed(sports)
-    discrs = [r.state["_local_discr"] for r in warm.sessions]
     host = FakeHost()
-    before = _open_fds()
-    inbox = session_sockets.open_inbox(tmp_path)
-    sender = session_sockets.Sender(tmp_path)
-    fds = [s.fileno() for s in socks[:3]] + [elsewhere.fileno()]
-    assert sender.send(list(zip(discrs, sports, fds, strict=True))) == 4  # the warm-up
-    early = session_sockets.receive_early(inbox, os.getpid())
+    w = _warm_up(tmp_path)
+    socks, sports, elsewhere, warm, discrs = w.socks, w.sports, w.elsewhere, w.warm, w.discrs
+    before, inbox, sender, fds, early = w.before, w.inbox, w.sender, w.fds, w.early
     assert sorted(early.fds) == sorted(discrs)
     assert state.check_early(early, [(None, r) for r in warm.sessions]) == 3  # the fourth is refused
     assert early.fds == {} and sorted(early.checked) == sorted(discrs)
@@ -378,3 +392,42 @@ def test_without_a_warm_up_connection_the_request_brings_them_all(tmp_path: Path
     assert list(passed.fds) == [7]
     passed.close()
     s.close()
+
+
+def test_sessions_made_before_the_request_are_joined_where_record_and_socket_are_unchanged(
+    tmp_path: Path, as_engine, caplog
+) -> None:
+    """state.build_ahead: the warm-up's sessions made before the request, nothing of the host
+    changed; the restore joins those very entries where the request's state kept the record and
+    the socket is still the one checked, and makes the rest afresh as before."""
+    host = FakeHost()
+    w = _warm_up(tmp_path)
+    socks, sports, elsewhere, warm, discrs = w.socks, w.sports, w.elsewhere, w.warm, w.discrs
+    before, inbox, sender, fds, early = w.before, w.inbox, w.sender, w.fds, w.early
+    known = [(None, r) for r in warm.sessions]
+    assert state.check_early(early, known) == 3
+    ahead = state.build_ahead(host, known, [], early)
+    assert len(ahead) == 3 and host.made_ahead == 3
+    assert host.sessions == {}  # made, not joined
+    made = {r.state["_local_discr"]: entry for r, _sock, entry in ahead.values()}
+    assert sender.send([(discrs[2], sports[2], fds[2])]) == 1  # the third's passed again at the request
+    sender.close()
+    passed = session_sockets.collect(inbox, os.getpid(), early)
+    # The request's state: the first record the warm-up's own, the second decoded afresh.
+    request = replace(warm, sessions=[warm.sessions[0], replace(warm.sessions[1]), *warm.sessions[2:]])
+    with caplog.at_level("INFO", "xdp_bfd"):
+        state.restore(host, _Offload(), request, [], sockets=passed, ahead=ahead)
+    joined = [host.sessions[d] is made.get(d) for d in discrs]
+    assert joined == [True, False, False, False]
+    assert host.made_ahead == 3  # the others were made at the restore, as without it
+    first, record = host.sessions[discrs[0]], warm.sessions[0]
+    assert os.fstat(first.tx.adopted.fileno()).st_ino == os.fstat(socks[0].fileno()).st_ino
+    assert first.session.state == record.state["_state"] and first.slot == record.entry["slot"]
+    kept = [host.sessions[d].tx.adopted for d in discrs]
+    assert [k is not None for k in kept] == [True, True, True, False]
+    assert "kept 3 of their sockets" in caplog.text and "; 1 made before the request;" in caplog.text
+    assert _open_fds() == before | {k.fileno() for k in kept[:3]}  # the refused and replaced closed
+    for k in kept[:3]:
+        k.close()
+    for s in [*socks[:3], elsewhere]:
+        s.close()
