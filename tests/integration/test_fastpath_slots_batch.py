@@ -88,3 +88,22 @@ def test_index_writes_are_held_too_and_an_uninstall_drops_its_own(fp):
     # Outside a block an install is made at once.
     slots.install(5, local=None, peer=ipaddress.ip_address("10.0.0.5"), ifindex=0, multihop=False, discr=105)
     assert _index(fp, "10.0.0.5", 105) == [5, 5, 5]
+
+
+def test_an_array_read_whole_is_what_each_element_reads(fp):
+    """mapped.read_all: tick_cfg in one batch lookup (a takeover's Clock.adopting) gives element for
+    element what a lookup each gives."""
+    from xdp_bfd.fastpath.mapped import read_all  # noqa: PLC0415
+
+    table = fp.tick_cfg
+    for slot, period in ((0, 10_000_000), (3, 20_000_000), (SESSIONS - 1, 1_000_000_000)):
+        leaf = table.Leaf()
+        leaf.gen, leaf.period_ns, leaf.pkt_len = slot + 1, period, 24
+        leaf.pkt[0] = slot
+        table[table.Key(slot)] = leaf
+    whole = read_all(table)
+    assert whole is not None and len(whole) == int(table.max_entries)
+    for slot in (0, 1, 3, SESSIONS - 1):
+        one = table[table.Key(slot)]
+        assert bytes(whole[slot]) == bytes(one), slot
+    assert (whole[3].gen, whole[3].period_ns, whole[3].pkt[0]) == (4, 20_000_000, 3)

@@ -39,14 +39,14 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.host import Entry, Host, PacketCounts
 from .kernel import FastPath
 from .loop import LOOP_A, ShapedLoop
-from .mapped import element_reader
+from .mapped import element_reader, read_all
 
 log = logging.getLogger("xdp_bfd")
 
@@ -136,6 +136,7 @@ class Clock:
         )
         self._layout: DownLayout | None = None
         self.cfg = fp.tick_cfg
+        self._read_whole: Any = None  # tick_cfg read whole while adopting()
         self.state_reader = element_reader(fp.tick_state, "tick_state")
         self.ticks: dict[int, Tick] = {}
         # The sessions' slots whose clock runs, and those stopped but holding their share: kept as
@@ -204,6 +205,17 @@ class Clock:
     def added(self, entry: Entry) -> None:
         self.serviced(entry)
 
+    @contextlib.contextmanager
+    def adopting(self) -> Iterator[None]:
+        """A restore's :meth:`adopted` calls read the tick configurations from one read of the whole
+        map, made now (the old engine is gone; the kernel never writes it), where each read one
+        element by a system call (mapped.read_all; by element as before when it cannot)."""
+        self._read_whole = read_all(self.cfg)
+        try:
+            yield
+        finally:
+            self._read_whole = None
+
     def adopted(self, entry: Entry) -> None:
         """A session handed over with its slot (--pin): its frame may be in flight, keep it going.
 
@@ -215,7 +227,8 @@ class Clock:
         (docs/benchmarks.md) and restarts a frame.
         """
         assert entry.slot is not None
-        c = self.cfg[self.cfg.Key(entry.slot)]
+        read = self._read_whole
+        c = read[entry.slot] if read is not None else self.cfg[self.cfg.Key(entry.slot)]
         self.ticks[entry.slot] = Tick(
             gen=int(c.gen),
             running=bool(c.flags & self.run_flag),

@@ -64,4 +64,36 @@ def element_reader(table: Any, name: str) -> MappedArray | LookedUpArray:
     return LookedUpArray(table)
 
 
-__all__ = ["ELEMENT_ALIGN", "LookedUpArray", "MappedArray", "element_reader"]
+def read_all(table: Any) -> Any | None:
+    """Every element of an array map in one ``BPF_MAP_LOOKUP_BATCH``: a ctypes array of its Leaf,
+    element ``i`` at ``[i]``; None when it cannot be read so (no descriptor, a kernel or bcc
+    without batch lookups, a short read): the caller then reads element by element.
+
+    For a map that cannot be mapped (``tick_cfg``, which XDP and the sweep read
+    under no lock) and is read whole at once: a takeover's restore reads a
+    thousand elements, a system call each, on its request -> serving path
+    (docs/benchmarks.md).
+    """
+    fd = getattr(table, "map_fd", None)
+    if fd is None:
+        return None
+    try:
+        from bcc.libbcc import lib  # noqa: PLC0415  (bcc only with --kernel-tx)
+    except ImportError:
+        return None
+    n = int(table.max_entries)
+    keys, values = (table.Key * n)(), (table.Leaf * n)()
+    count, out = ctypes.c_uint32(n), ctypes.c_uint32(0)
+    try:
+        lib.bpf_lookup_batch(
+            fd, None, ctypes.byref(out), ctypes.byref(keys), ctypes.byref(values), ctypes.byref(count)
+        )
+    except AttributeError:  # a libbcc without it
+        return None
+    # An array's keys are its indexes, all of them, in order: anything else is not a whole read.
+    if count.value != n or any(int(keys[i]) != i for i in (0, n - 1)):
+        return None
+    return values
+
+
+__all__ = ["ELEMENT_ALIGN", "LookedUpArray", "MappedArray", "element_reader", "read_all"]

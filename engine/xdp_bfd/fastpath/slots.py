@@ -238,6 +238,7 @@ class Slots:
 
     def reset(self) -> None:
         """Forget whatever sessions the pinned maps hold (state we could not adopt)."""
+        self._prepared.clear()
         for table in (self.sessions, self.by_discr, self.echo_peers):
             table.clear()
         for i in range(self.max_sessions):

@@ -27,6 +27,7 @@ are no longer read: a successor that finds one says so and starts fresh.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import ipaddress
@@ -1032,7 +1033,10 @@ def restore(
     offload.slots.adopt(state.nslots, used)
     kept = _Kept(sockets)
     t0, cpu0 = time.monotonic_ns(), time.thread_time_ns()
-    with offload.slots.batched():  # every adopted session's configuration and indexes, one batch a map
+    with (
+        offload.slots.batched(),  # every adopted session's configuration and indexes, one batch a map
+        clock.adopting() if clock is not None else contextlib.nullcontext(),
+    ):
         out, later = _adopt(
             host, offload, state, secrets=secrets, kept=kept, clock=clock, catchup=catchup, ahead=ahead or {}
         )
