@@ -205,8 +205,8 @@ class Sessions(Protocol):
         sock: socket.socket,
         ifindex: int | None = None,
     ) -> Entry:
-        """The session :meth:`restore_session` would recreate, made but not joined: nothing of the
-        host's changes (no table, no source port taken) until :meth:`join_restored`.
+        """The session :meth:`restore_session` would recreate, made but not joined: the host is
+        left as it was (not in the table, no source port taken) until :meth:`join_restored`.
 
         A takeover's successor builds the sessions of the warm-up's state this
         way before its request; one it does not join is dropped as it is
