@@ -128,13 +128,13 @@ class ShapedLoop:
                 self.adopted = True
                 self.a, self.b, self.a_mac, self.b_mac = found.a, found.b, found.a_mac, found.b_mac
             else:
-                self.adopted = adopt and self._exists()
+                self.adopted = adopt and _exists(self.ipr)
                 if not self.adopted:
                     self._create()
-                self.a = self._index(LOOP_A)
-                self.b = self._index(LOOP_B)
-                self.a_mac = self._mac(self.a)
-                self.b_mac = self._mac(self.b)
+                self.a = _index(self.ipr, LOOP_A)
+                self.b = _index(self.ipr, LOOP_B)
+                self.a_mac = _mac(self.ipr, self.a)
+                self.b_mac = _mac(self.ipr, self.b)
             self._attach(tick_fd)
             passed = take(self.a) if take is not None and self.adopted else None
             self.sock_adopted = passed is not None
@@ -161,15 +161,6 @@ class ShapedLoop:
 
     # -- the devices ------------------------------------------------------------
 
-    def _exists(self) -> bool:
-        return _exists(self.ipr)
-
-    def _index(self, ifname: str) -> int:
-        return _index(self.ipr, ifname)
-
-    def _mac(self, index: int) -> bytes:
-        return _mac(self.ipr, index)
-
     def _create(self) -> None:
         for ifname in (LOOP_A, LOOP_B):
             for index in self.ipr.link_lookup(ifname=ifname):
@@ -177,9 +168,9 @@ class ShapedLoop:
         self.ipr.link("add", ifname=LOOP_A, kind="veth", peer=LOOP_B)
         for ifname in (LOOP_A, LOOP_B):
             _disable_ipv6(ifname)
-            self.ipr.link("set", index=self._index(ifname), state="up")
-        self.ipr.tc("add", "htb", self._index(LOOP_A), HTB_HANDLE, default=0)
-        self.ipr.tc("add", "clsact", self._index(LOOP_B))
+            self.ipr.link("set", index=_index(self.ipr, ifname), state="up")
+        self.ipr.tc("add", "htb", _index(self.ipr, LOOP_A), HTB_HANDLE, default=0)
+        self.ipr.tc("add", "clsact", _index(self.ipr, LOOP_B))
 
     def _attach(self, fd: int) -> None:
         # "replace": a successor's program takes over from its predecessor's between two frames.

@@ -227,11 +227,10 @@ def start_fast_path(
             packet_inbox = packet_sockets.open_inbox(pin.root)
             # The state is decoded once the old engine is gone, or while it exits if that
             # takes longer than handover.EXIT_WAIT_MS (it is written by then).
-            preload = None
             if plan.kind == "takeover":
                 preload = handover.Preload(fp, configs, socket_inbox, plan.pid, host)
-            if args.kernel_clock and plan.kind == "takeover":
-                found = find_loop()  # the loop the old engine runs, adopted below as it is
+                if args.kernel_clock:
+                    found = find_loop()  # the loop the old engine runs, adopted below as it is
             sent = functools.partial(notifier.request_sent, plan.pid)
             gone = handover.request(
                 plan.pid,

@@ -943,7 +943,7 @@ def _secrets(configs: Iterable[SessionConfig]) -> dict[Any, AuthConfig]:
 
 
 # A session made ahead of the request: the warm-up's record, the socket checked against it, the entry.
-Ahead = dict[int, tuple[Record, socket.socket, Entry]]  # by the record's id
+Ahead = dict[int, tuple[Record, socket.socket, Entry]]  # by discriminator
 
 
 def build_ahead(
@@ -970,7 +970,8 @@ def build_ahead(
     secrets = _secrets(configs)
     interfaces = _Interfaces()
     for _v, r in known:
-        early = passed.checked.get(r.state["_local_discr"])
+        discr = r.state["_local_discr"]
+        early = passed.checked.get(discr)
         if early is None or early[2] is not r:
             continue
         config = _with_secret(r, secrets)
@@ -980,9 +981,9 @@ def build_ahead(
             entry = _made(host, r, config, early[1], interfaces.ifindex(r.config.interface))
         except OSError:
             continue  # the restore tries again, and says why
-        out[id(r)] = (r, early[1], entry)
+        out[discr] = (r, early[1], entry)
         if slots is not None:
-            slots.prepare(r.entry["slot"], **index_of(config, r.state["_local_discr"]))
+            slots.prepare(r.entry["slot"], **index_of(config, discr))
     return out
 
 
@@ -1081,7 +1082,7 @@ def _adopt(
             _forget(offload, r)
             continue
         sock = kept.socket_for(r)
-        made = ahead.get(id(r))
+        made = ahead.get(r.state["_local_discr"])
         if made is not None and made[0] is r and sock is not None and made[1] is sock:
             entry = made[2]
             host.join_restored(entry)

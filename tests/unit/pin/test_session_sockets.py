@@ -409,7 +409,7 @@ def test_sessions_made_before_the_request_are_joined_where_record_and_socket_are
     ahead = state.build_ahead(host, known, [], early)
     assert len(ahead) == 3 and host.made_ahead == 3
     assert host.sessions == {}  # made, not joined
-    made = {r.state["_local_discr"]: entry for r, _sock, entry in ahead.values()}
+    made = {discr: entry for discr, (_r, _sock, entry) in ahead.items()}
     assert sender.send([(discrs[2], sports[2], fds[2])]) == 1  # the third's passed again at the request
     sender.close()
     passed = session_sockets.collect(inbox, os.getpid(), early)
