@@ -87,10 +87,11 @@ HANDED_RE = re.compile(
     r"(?: \(encoding ([\d.]+)(?:, [\d.]+ of CPU)?(?:, (\d+) sessions encoded again)?[^)]*\))?"
 )
 # The same line's parts (this build's): the encoding's CPU, the sessions whose machine state was
-# compared, the state's write (chunks written of all) and the sockets' pass.
+# compared, the sessions read (a build before 2026-12-07 read every one and does not say), the
+# state's write (chunks written of all) and the sockets' pass.
 PARTS_RE = re.compile(
     r"pin: handed over .*?\(encoding [\d.]+, ([\d.]+) of CPU, \d+ sessions encoded again since the warm-up, "
-    r"(\d+) compared; writing ([\d.]+), (\d+) of (\d+) chunks; sockets ([\d.]+)"
+    r"(\d+) compared(?:, (\d+) read)?; writing ([\d.]+), (\d+) of (\d+) chunks; sockets ([\d.]+)"
 )
 # The old engine signed the meticulous sessions' next packets ahead for the kernel's clock.
 SERIES_RE = re.compile(r"pin: handed over .*?(\d+) series signed ahead")
@@ -168,9 +169,10 @@ def _handover_parts(log: str) -> dict[str, Any]:
     return {
         "encoding_cpu_ms_old_log": float(p.group(1)),
         "compared": int(p.group(2)),
-        "write_ms_old_log": float(p.group(3)),
-        "chunks_written": [int(p.group(4)), int(p.group(5))],
-        "sockets_ms_old_log": float(p.group(6)),
+        "read": int(p.group(3)) if p.group(3) else None,
+        "write_ms_old_log": float(p.group(4)),
+        "chunks_written": [int(p.group(5)), int(p.group(6))],
+        "sockets_ms_old_log": float(p.group(7)),
     }
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import operator
 import os
 import select
 import signal
@@ -369,9 +370,15 @@ class Prepared:
 
     blob: bytes = b""  # the state the warm-up wrote to the pinned map (whole), else b""
     sender: session_sockets.Sender | None = None  # the connection the sessions' sockets went over
+    packets: packet_sockets.Sender | None = None  # ... and the packet sockets
 
 
-def warm_up(host: Host, offload: Offload, prepared: Prepared | None = None) -> None:
+def warm_up(
+    host: Host,
+    offload: Offload,
+    prepared: Prepared | None = None,
+    packet_sockets: Callable[[], list[tuple[int, int]]] = list,
+) -> None:
     """PREPARE_SIGNAL: encode the state once for nothing (warm caches), then say so in the owner record.
 
     The engine still serves meanwhile, so this goes in paced steps like a stats
@@ -401,6 +408,7 @@ def warm_up(host: Host, offload: Offload, prepared: Prepared | None = None) -> N
             prepared.blob = blob
         if fp.pin is not None:
             yield from _pass_sockets_early(host, fp.pin.root, prepared)
+            _pass_packet_sockets_early(packet_sockets(), fp.pin.root, prepared)
         # The stamp opens a turn of its own. The request follows it soon after, and under a
         # reservation the encoding's last turn can have used the period's runtime: the handover
         # would then wait, throttled, for the next period (docs/benchmarks.md, session 31).
@@ -473,14 +481,17 @@ def hand_over(
         return
     t_written = time.monotonic_ns()
     _pass_sockets(host, fp.pin.root, prepared)
-    _pass_packet_sockets(packet_sockets(), fp.pin.root)
+    t_sessions = time.monotonic_ns()
+    _pass_packet_sockets(packet_sockets(), fp.pin.root, prepared)
+    t_packet = time.monotonic_ns()
     host.handoff.depart(fp.pin.root)  # the bfddp sockets go to the successor (fdpass.py)
+    t_departed = time.monotonic_ns()
     fp.pinned.set_owner(os.getpid(), fp.abi.OwnerState.HANDED_OVER, len(blob), done_ns=time.monotonic_ns())
     chunks = -(-len(blob) // fp.abi.handover_chunk)
     log.info(
         "pin: handed over %d sessions (%d bytes of state) in %.1f ms (encoding %.1f, %.1f of CPU, "
-        "%d sessions encoded again since the warm-up, %d compared; writing %.1f, %d of %d chunks; "
-        "sockets %.1f%s%s); exiting 75",
+        "%d sessions encoded again since the warm-up, %d compared, %d read; writing %.1f, %d of %d chunks; "
+        "sockets %.1f (the sessions' %.1f, packet %.1f, bfddp %.1f)%s%s); exiting 75",
         len(host.sessions),
         len(blob),
         (time.monotonic_ns() - t0) / 1e6,
@@ -488,10 +499,14 @@ def hand_over(
         (cpu_encoded - cpu_signed) / 1e6,
         state.encoded_afresh(),
         state.compared(),
+        state.read(),
         (t_written - t_encoded) / 1e6,
         rewritten,
         chunks,
         (time.monotonic_ns() - t_written) / 1e6,
+        (t_sessions - t_written) / 1e6,
+        (t_packet - t_sessions) / 1e6,
+        (t_departed - t_packet) / 1e6,
         f", {prepaid} series signed ahead in {(t_signed - t0) / 1e6:.1f} ms" if prepaid else "",
         f", out of the {left[0]}/{left[1]}us reservation" if left else "",
     )
@@ -544,15 +559,19 @@ def _pass_sockets_early(host: Host, root: Path, prepared: Prepared) -> Generator
     )
 
 
+_TX = operator.attrgetter("tx")
+
+
 def _pass_sockets(host: Host, root: Path, prepared: Prepared) -> None:
     """Give the successor every session's socket (session_sockets.py); it makes afresh what it lacks.
 
     Over the warm-up's connection only those it did not carry; over a new one
     (no warm-up, or its connection failed) all of them.
     """
-    sessions = [(discr, e.tx) for discr, e in host.sessions.items()]
-    if not sessions:
+    discrs = list(host.sessions)
+    if not discrs:
         return
+    txs = list(map(_TX, host.sessions.values()))
     sender = prepared.sender
     if sender is not None and sender.broken:
         sender.close()
@@ -563,12 +582,12 @@ def _pass_sockets(host: Host, root: Path, prepared: Prepared) -> None:
         except PassError as e:
             log.info("pin: the sessions' sockets were not passed (%s); a successor makes its own", e)
             return
-    sent, new = sender.pass_sessions(sessions)
-    early = len(sessions) - new
+    sent, new = (0, 0) if sender.carried(discrs, txs) else sender.pass_sessions(zip(discrs, txs, strict=True))
+    early = len(discrs) - new
     log.info(
         "pin: passed %d of %d sessions' sockets to engine %d (%d at the warm-up, %d now)",
         early + sent,
-        len(sessions),
+        len(discrs),
         sender.pid,
         early,
         sent,
@@ -577,8 +596,43 @@ def _pass_sockets(host: Host, root: Path, prepared: Prepared) -> None:
         log.info("pin: %d sessions' sockets were not passed; the successor makes them afresh", new - sent)
 
 
-def _pass_packet_sockets(items: list[tuple[int, int]], root: Path) -> None:
+def _pass_packet_sockets_early(items: list[tuple[int, int]], root: Path, prepared: Prepared) -> None:
+    """The warm-up: the packet sockets over a connection kept for the request (a new one each time,
+    as for the sessions' sockets)."""
+    if prepared.packets is not None:
+        prepared.packets.close()
+        prepared.packets = None
     if not items:
+        return
+    try:
+        sender = packet_sockets.Sender(root)
+    except (PassError, OSError) as e:
+        log.info("pin: the packet sockets were not passed at the warm-up (%s)", e)
+        return
+    prepared.packets = sender
+    sent, _new = sender.pass_new(items)
+    log.info("pin: passed %d packet sockets to engine %d at the warm-up", sent, sender.pid)
+
+
+def _pass_packet_sockets(items: list[tuple[int, int]], root: Path, prepared: Prepared | None = None) -> None:
+    """The request: over the warm-up's connection only what is new (as a rule nothing, and no message);
+    without one, all of them over a new connection."""
+    if not items:
+        return
+    sender = prepared.packets if prepared is not None else None
+    if sender is not None:
+        sent, new = sender.pass_new(items)
+        if not sender.broken:
+            log.info(
+                "pin: passed %d packet sockets to engine %d (%d at the warm-up, %d now)",
+                len(items) - new + sent,
+                sender.pid,
+                len(items) - new,
+                sent,
+            )
+            return
+        # The successor reads the one connection the warm-up made: a second would not be read.
+        log.info("pin: %d packet sockets were not passed; the exit waits for their release", new - sent)
         return
     try:
         pid = packet_sockets.send(root, items)

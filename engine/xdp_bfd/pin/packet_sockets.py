@@ -12,9 +12,14 @@ to the socket that sent them) and closes, at its own stop, those it never
 takes.
 
 The rendezvous is session_sockets.py's, on a channel of its own; a message
-names each descriptor's interface index. Nothing passed is trusted beyond
-what the kernel says: a descriptor that is not an AF_PACKET raw socket bound
-to the interface it is named for is closed at once.
+names each descriptor's interface index. The old engine passes them at its
+warm-up over a connection it keeps (:class:`Sender`), and at the request only
+a socket it has opened since (none, as a rule): the request then makes no
+connection of its own. The successor reads every message of the one
+connection once the old engine is gone; a later socket for an interface
+replaces an earlier one. Nothing passed is trusted beyond what the kernel
+says: a descriptor that is not an AF_PACKET raw socket bound to the interface
+it is named for is closed at once.
 """
 
 from __future__ import annotations
@@ -33,6 +38,25 @@ log = logging.getLogger("xdp_bfd")
 CHANNEL = b"/packet"
 MAX_SOCKETS = 64  # the loop's and one per echo interface: far below SCM_MAX_FD
 MAX_MESSAGE = 4 << 10
+# Messages a successor reads from one connection: the warm-up's and the request's, with room.
+MAX_MESSAGES = 8
+
+
+def _message(sock: socket.socket, items: Sequence[tuple[int, int]]) -> None:
+    header = {"pid": os.getpid(), "fds": [ifindex for ifindex, _fd in items]}
+    try:
+        socket.send_fds(sock, [fdpass.pack(header, b"", b"")], [fd for _i, fd in items])
+    except OSError as e:
+        raise fdpass.PassError(f"send: {e.strerror or e}") from None
+
+
+def _inode(fd: int) -> int:
+    """The socket's inode: what tells it from a later one under the same number (0 if it is closed,
+    which the message then refuses as ever)."""
+    try:
+        return os.fstat(fd).st_ino
+    except OSError:
+        return 0
 
 
 def send(root: Path, sockets: Sequence[tuple[int, int]]) -> int:
@@ -44,12 +68,44 @@ def send(root: Path, sockets: Sequence[tuple[int, int]]) -> int:
     items = list(sockets)[:MAX_SOCKETS]
     s, pid = fdpass.connect(root, CHANNEL)
     with s:
-        header = {"pid": os.getpid(), "fds": [ifindex for ifindex, _fd in items]}
-        try:
-            socket.send_fds(s, [fdpass.pack(header, b"", b"")], [fd for _i, fd in items])
-        except OSError as e:
-            raise fdpass.PassError(f"send: {e.strerror or e}") from None
+        _message(s, items)
     return pid
+
+
+class Sender:
+    """Old engine: one connection to the successor from the warm-up to the exit (PassError if none).
+
+    Remembers each socket it passed by interface and inode (a descriptor's
+    number can be reused), so that the request passes only what is new.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.sock, self.pid = fdpass.connect(root, CHANNEL)
+        self.passed: set[tuple[int, int]] = set()
+        self.broken = False
+
+    def pass_new(self, sockets: Sequence[tuple[int, int]]) -> tuple[int, int]:
+        """Pass each ``(interface index, descriptor)`` not passed yet; (passed now, how many were new).
+
+        A message the socket does not take leaves the connection ``broken``.
+        """
+        new = [
+            (i, fd, ino) for i, fd in list(sockets)[:MAX_SOCKETS] if (i, ino := _inode(fd)) not in self.passed
+        ]
+        if not new or self.broken:
+            return 0, len(new)
+        try:
+            _message(self.sock, [(i, fd) for i, fd, _ino in new])
+        except fdpass.PassError as e:
+            self.broken = True
+            log.warning("pin: the packet sockets were not passed: %s", e)
+            return 0, len(new)
+        self.passed.update((i, ino) for i, _fd, ino in new)
+        return len(new), len(new)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
 
 class PacketSockets:
@@ -71,22 +127,33 @@ class PacketSockets:
         self.socks.clear()
 
     def receive(self, conn: socket.socket) -> None:
-        try:
-            data, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, MAX_SOCKETS, socket.MSG_CMSG_CLOEXEC)
-        except (BlockingIOError, InterruptedError):
-            return
+        """Every message of ``conn`` (the old engine is gone: they are all there), in order."""
+        for _ in range(MAX_MESSAGES):
+            try:
+                data, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, MAX_SOCKETS, socket.MSG_CMSG_CLOEXEC)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data and not fds:
+                return  # the end of the connection
+            self._take_message(data, fds, flags)
+
+    def _take_message(self, data: bytes, fds: list[int], flags: int) -> None:
         names = _indexes(data, len(fds)) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else None
+        seen: set[int] = set()
         for i, fd in enumerate(fds):
             ifindex = names[i] if names is not None else 0
-            if ifindex in self.socks:
-                os.close(fd)
-                s = None
-            else:
-                s = _packet_socket(fd, ifindex)
+            # One socket an interface a message; a later message's replaces an earlier one's.
+            s = None if ifindex in seen else _packet_socket(fd, ifindex)
             if s is None:
+                if ifindex in seen:
+                    os.close(fd)
                 self.refused += 1
-            else:
-                self.socks[ifindex] = s
+                continue
+            seen.add(ifindex)
+            earlier = self.socks.pop(ifindex, None)
+            if earlier is not None:
+                earlier.close()
+            self.socks[ifindex] = s
 
 
 def _indexes(data: bytes, n: int) -> list[int] | None:
@@ -130,4 +197,4 @@ def collect(inbox: fdpass.Inbox | None, sender: int) -> PacketSockets:
     return passed
 
 
-__all__ = ["CHANNEL", "PacketSockets", "collect", "open_inbox", "send"]
+__all__ = ["CHANNEL", "PacketSockets", "Sender", "collect", "open_inbox", "send"]

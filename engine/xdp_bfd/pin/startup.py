@@ -328,7 +328,9 @@ def start_fast_path(
             signal.SIGUSR2, lambda: handover.hand_over(host, offload, held_packet_sockets, clock, prepared)
         )
         # A successor is about to ask for a handover.
-        host.on_signal(handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload, prepared))
+        host.on_signal(
+            handover.PREPARE_SIGNAL, lambda: handover.warm_up(host, offload, prepared, held_packet_sockets)
+        )
     if swap is not None:
         # Last: the swap holds the kernel's netlink lock while it waits, and the
         # clock's loop is taken over netlink above.

@@ -53,6 +53,7 @@ from ..fastpath.observer import Offload, index_of
 from ..fastpath.slots import Slots
 from ..session import AuthConfig, Session, SessionConfig
 from ..wire.control import AuthType, ControlPacket, Diag, Flag, State
+from . import touched
 from .catchup import Catchup, carried
 from .session_sockets import Passed
 
@@ -258,22 +259,82 @@ def _record_text(discr: int, entry: Entry, dp: Any, kept: dict[int, _Encoded]) -
     return text
 
 
+class _Whole(NamedTuple):
+    """The records of every session as an encoding left them, in the table's order.
+
+    Trusted by the next :func:`encode` only while the table holds the very same
+    entries in the same order, each watched (:mod:`.touched`) since its record
+    was made: then a session no note names is as its record says.
+    """
+
+    keys: list[int]
+    entries: list[Entry]
+    texts: list[bytes]
+    dp: dict[int, Any]  # the dataplane's part the records were made with
+    index: dict[int, int]  # discriminator -> position
+    framed: tuple[int, bytes] | None = None  # (nslots, the whole state) once framed
+
+
+_kept_whole: list[_Whole | None] = [None]
+_read = [0]  # sessions the last encode() read (the rest it took as the warm-up left them)
+
+
+def read() -> int:
+    """How many sessions the last :func:`encode` read; the others no note named since the warm-up."""
+    return _read[0]
+
+
+def _same_table(host: Host, w: _Whole) -> bool:
+    # Both in C: no Python frame per session (the point of the whole).
+    return list(host.sessions) == w.keys and all(map(operator.is_, host.sessions.values(), w.entries))
+
+
 def encode(host: Host, nslots: int) -> bytes:
     """The state of every session of ``host`` (ValueError beyond the format's bounds).
 
-    The same bytes as one ``json.dumps`` of the whole document: each session's
-    record is kept encoded from the last encoding (or warm-up) and used again
-    when nothing it was made from has changed.
+    The same bytes as one ``json.dumps`` of the whole document. After a
+    warm-up (:func:`rehearse`) only the sessions a note names (:mod:`.touched`)
+    are read, each compared with its kept record and encoded again if it
+    differs; without one (or when the table or the dataplane's part changed
+    since) every session is, its record kept encoded and used again when
+    nothing it was made from has changed.
     """
     if len(host.sessions) > MAX_SESSIONS:
         raise ValueError(f"{len(host.sessions)} sessions, the state holds at most {MAX_SESSIONS}")
     dp = _bookkeeping(host)
-    kept: dict[int, _Encoded] = {}
     _fresh[0] = _compared[0] = 0
+    noted = touched.taken()
+    w = _kept_whole[0]
+    if w is not None and _same_table(host, w) and dp == w.dp:
+        return _encode_noted(w, noted | touched.blind(), dp, nslots)
+    _kept_whole[0] = None
+    kept: dict[int, _Encoded] = {}
     records = [_record_text(discr, entry, dp.get(discr), kept) for discr, entry in host.sessions.items()]
+    _read[0] = len(records)
     _kept.clear()  # sessions gone since are forgotten
     _kept.update(kept)
     return _framed(records, nslots)
+
+
+def _encode_noted(w: _Whole, noted: set[int], dp: dict[int, Any], nslots: int) -> bytes:
+    texts = w.texts
+    read = 0
+    for discr in noted:
+        i = w.index.get(discr)
+        if i is None:  # a note of an entry the table no longer holds
+            continue
+        read += 1
+        text = _record_text(discr, w.entries[i], dp.get(discr), _kept)
+        if text is not texts[i]:
+            if texts is w.texts:
+                texts = list(texts)
+            texts[i] = text
+    _read[0] = read
+    if texts is w.texts and w.framed is not None and w.framed[0] == nslots:
+        return w.framed[1]
+    blob = _framed(texts, nslots)
+    _kept_whole[0] = w._replace(texts=texts, framed=(nslots, blob))
+    return blob
 
 
 def _framed(records: list[bytes], nslots: int) -> bytes:
@@ -296,15 +357,30 @@ def _framed(records: list[bytes], nslots: int) -> bytes:
 
 
 def rehearse(host: Host, per_step: int) -> Generator[None, None, None]:
-    """Encode the sessions ``per_step`` at a time and keep them: what :func:`encode` then reuses."""
+    """Encode the sessions ``per_step`` at a time and keep them: what :func:`encode` then reuses.
+
+    Each session is watched (:mod:`.touched`) before its record is made, so
+    that the request reads only those touched since. When the table is the
+    same at the end, every session watched and encoded, the records are kept
+    whole in its order for the request (and :func:`rehearsed`).
+    """
+    _kept_whole[0] = None  # until this warm-up is through: a stale whole must not outlive the notes forgotten
+    touched.forget()
     dp = _bookkeeping(host)
     entries = list(host.sessions.items())
     kept: dict[int, _Encoded] = {}
+    watched = True
     for i in range(0, len(entries), per_step):
         for discr, entry in entries[i : i + per_step]:
+            watched = touched.watch(discr, entry) and watched
             _record_text(discr, entry, dp.get(discr), kept)
         yield
     _kept.update(kept)
+    keys = [discr for discr, _ in entries]
+    texts = [kept[d].text for d in keys]
+    w = _Whole(keys, [e for _, e in entries], texts, dp, {d: i for i, d in enumerate(keys)})
+    if watched and _same_table(host, w):
+        _kept_whole[0] = w
 
 
 def rehearsed(host: Host, nslots: int) -> bytes:
@@ -315,6 +391,11 @@ def rehearsed(host: Host, nslots: int) -> bytes:
     warm-up did not reach is left out. Only a decoding aid: the successor
     restores what the request's state says (:func:`parse`'s ``known``).
     """
+    w = _kept_whole[0]
+    if w is not None and _same_table(host, w):
+        blob = _framed(w.texts, nslots)
+        _kept_whole[0] = w._replace(framed=(nslots, blob))
+        return blob
     texts = [hit.text for discr in host.sessions if (hit := _kept.get(discr)) is not None]
     return _framed(texts, nslots)
 

@@ -6,6 +6,7 @@ import ctypes
 import ipaddress
 import os
 import select
+import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from xdp_bfd.core.netio import SourcePorts, Transmitter
 from xdp_bfd.fastpath import abi
 from xdp_bfd.fastpath.errors import KernelError
 from xdp_bfd.fastpath.pinned import Pinned
-from xdp_bfd.pin import directory, fdpass, handover, session_sockets, state
+from xdp_bfd.pin import directory, fdpass, handover, packet_sockets, session_sockets, state
 from xdp_bfd.session import SessionConfig
 
 LOCAL = ipaddress.ip_address("127.0.0.1")
@@ -363,14 +364,19 @@ def _with_sockets(host: FakeHost, n: int) -> list[Transmitter]:
     return txs
 
 
+def _offload_fp(root: Path, nslots: int) -> SimpleNamespace:
+    """What warm_up reads of the fast path: the pinned map (writes dropped), the ABI, the slots, the pin."""
+    pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
+    return SimpleNamespace(
+        pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=nslots), pin=SimpleNamespace(root=root)
+    )
+
+
 def test_the_warm_up_passes_the_sessions_sockets_and_the_request_only_the_new(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")  # this process passes for the successor
     host = _SteppingHost()
     txs = _with_sockets(host, 300)
-    pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
-    fp = SimpleNamespace(
-        pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=512), pin=SimpleNamespace(root=tmp_path)
-    )
+    fp = _offload_fp(tmp_path, 512)
     inbox = session_sockets.open_inbox(tmp_path)
     prepared = handover.Prepared()
     handover.warm_up(host, SimpleNamespace(fp=fp), prepared)
@@ -386,14 +392,46 @@ def test_the_warm_up_passes_the_sessions_sockets_and_the_request_only_the_new(tm
         tx.close()
 
 
+def test_a_request_after_which_nothing_was_added_sends_no_message(tmp_path: Path, monkeypatch, caplog):
+    monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")
+    host = _SteppingHost()
+    txs = _with_sockets(host, 300)
+    fp = _offload_fp(tmp_path, 512)
+    inbox = session_sockets.open_inbox(tmp_path)
+    packet_inbox = packet_sockets.open_inbox(tmp_path)
+    lo = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    lo.bind(("lo", 0))
+    held = [(socket.if_nametoindex("lo"), lo.fileno())]
+    prepared = handover.Prepared()
+    handover.warm_up(host, SimpleNamespace(fp=fp), prepared, lambda: held)
+    assert prepared.sender is not None and prepared.packets is not None
+    sent: list[object] = []
+    monkeypatch.setattr(prepared.sender, "send", lambda sockets: sent.append(sockets) or len(sockets))
+    monkeypatch.setattr(packet_sockets, "_message", lambda sock, items: sent.append(items))
+    with caplog.at_level("INFO", "xdp_bfd"):
+        handover._pass_sockets(host, tmp_path, prepared)  # the request
+        handover._pass_packet_sockets(held, tmp_path, prepared)
+    assert sent == [] and "passed 300 of 300 sessions' sockets" in caplog.text
+    assert "(300 at the warm-up, 0 now)" in caplog.text
+    assert "passed 1 packet sockets to engine" in caplog.text and "(1 at the warm-up, 0 now)" in caplog.text
+    prepared.sender.close()
+    prepared.packets.close()
+    passed = session_sockets.collect(inbox, os.getpid())
+    assert len(passed.fds) == 300
+    passed.close()
+    packets = packet_sockets.collect(packet_inbox, os.getpid())
+    assert list(packets.socks) == [held[0][0]]  # the warm-up's message
+    packets.close()
+    lo.close()
+    for tx in txs:
+        tx.close()
+
+
 def test_without_the_warm_ups_connection_the_request_passes_them_all(tmp_path: Path, monkeypatch, caplog):
     monkeypatch.setattr(fdpass, "_comm", lambda pid: "xdp-bfd")
     host = _SteppingHost()
     txs = _with_sockets(host, 3)
-    pinned = SimpleNamespace(set_owner=lambda *a, **k: None, write_blob=lambda blob: None)
-    fp = SimpleNamespace(
-        pinned=pinned, abi=abi.load(), slots=SimpleNamespace(nslots=8), pin=SimpleNamespace(root=tmp_path)
-    )
+    fp = _offload_fp(tmp_path, 8)
     prepared = handover.Prepared()
     with caplog.at_level("INFO", "xdp_bfd"):
         handover.warm_up(host, SimpleNamespace(fp=fp), prepared)  # nobody listens yet

@@ -100,3 +100,42 @@ def test_the_echo_sends_on_a_passed_socket(tmp_path: Path, as_engine) -> None:
     assert echo.packet_sockets() == [(LO, sock.fileno())]
     echo.close()
     good.close()
+
+
+def _ino(s: socket.socket) -> int:
+    return os.fstat(s.fileno()).st_ino
+
+
+def test_the_warm_ups_connection_carries_them_and_the_request_sends_only_what_is_new(
+    tmp_path: Path, as_engine
+) -> None:
+    first, later = _packet(), _packet()
+    before = _open_fds()
+    inbox = packet_sockets.open_inbox(tmp_path)
+    sender = packet_sockets.Sender(tmp_path)
+    assert sender.pass_new([(LO, first.fileno())]) == (1, 1)  # the warm-up
+    assert sender.pass_new([(LO, first.fileno())]) == (0, 0)  # a request after which nothing changed
+    # The socket of lo made again (another socket, maybe under the same number): passed at the request.
+    assert sender.pass_new([(LO, later.fileno())]) == (1, 1)
+    sender.close()
+    passed = packet_sockets.collect(inbox, os.getpid())
+    got = passed.take(LO)
+    assert got is not None and _ino(got) == _ino(later)  # the later message's replaces the earlier's
+    assert passed.refused == 0
+    got.close()
+    passed.close()
+    assert _open_fds() == before  # the earlier one's copy closed, the connection and inbox too
+    first.close()
+    later.close()
+
+
+def test_a_connection_that_failed_passes_nothing_more(tmp_path: Path, as_engine) -> None:
+    s = _packet()
+    inbox = packet_sockets.open_inbox(tmp_path)
+    sender = packet_sockets.Sender(tmp_path)
+    assert inbox is not None
+    inbox.close()  # the successor went away before reading it
+    assert sender.pass_new([(LO, s.fileno())]) == (0, 1) and sender.broken
+    assert sender.pass_new([(LO, s.fileno())]) == (0, 1)  # and stays so
+    sender.close()
+    s.close()

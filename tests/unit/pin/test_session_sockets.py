@@ -287,11 +287,15 @@ def test_the_warm_ups_connection_carries_each_socket_once_and_the_request_only_w
     inbox = session_sockets.open_inbox(tmp_path)
     sender = session_sockets.Sender(tmp_path)
     assert sender.pass_sessions(list(txs.items())) == (300, 300)  # the warm-up: two messages
+    assert sender.carried(list(txs), list(txs.values()))  # the request's question, answered in C
+    assert not sender.carried([*txs, 2000], [*txs.values(), txs[1000]])  # a session it did not carry
     # Meanwhile a session is added and another's transmitter is made again (a new socket).
     txs[2000] = Transmitter(ports, local=LOCAL, peer=PEER, interface=None, multihop=False)
     old = txs[1005]
     txs[1005] = Transmitter(ports, local=LOCAL, peer=PEER, interface=None, multihop=False)
+    assert not sender.carried(list(txs), list(txs.values()))  # 1005's new transmitter, 2000's
     assert sender.pass_sessions(list(txs.items())) == (2, 2)  # the request: only those two
+    assert sender.carried(list(txs), list(txs.values()))
     sender.close()
     passed = session_sockets.collect(inbox, os.getpid())
     assert set(passed.fds) == set(txs) and passed.refused == 1  # the earlier socket of 1005 closed

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from harness.fakehost import FakeHost
 from xdp_bfd.core.handoff import DPLANE_SESSIONS, Handoff
+from xdp_bfd.core.host import Entry
 from xdp_bfd.pin import state
 from xdp_bfd.session import AuthConfig, Session, SessionConfig
 from xdp_bfd.wire.control import (
@@ -89,8 +90,8 @@ def _session(i: int, auth: AuthConfig | None = None, *, poll: bool = False) -> S
     return s
 
 
-def _entry(s: Session, slot: int) -> SimpleNamespace:
-    return SimpleNamespace(
+def _entry(s: Session, slot: int) -> Entry:
+    return Entry(
         session=s, tx=SimpleNamespace(sport=49152 + slot), origin="file", user_tx_packets=3,
         user_tx_bytes=72, rx_bytes=48, slot=slot, offloaded=True, epoch=4, detect_armed=True,
         last_detection_us=None, last_detection_overshoot_us=-5, drops=Counter(ttl=1),
@@ -509,7 +510,8 @@ def _changes(host: Any, s: Session) -> list[tuple[str, Any]]:
         ("a packet the engine sent", lambda: setattr(entry, "user_tx_packets", entry.user_tx_packets + 1)),
         ("the last packet received", lambda: setattr(entry, "last_rx_raw", entry.last_rx_raw[:-1] + b"\x01")),
         ("the machine (a Poll started)", lambda: s.set_config(replace(s.config, min_tx_us=30_000), 5_000)),
-        ("the source port", lambda: setattr(entry.tx, "sport", entry.tx.sport + 1)),
+        # A transmitter keeps its port for its life (its socket is bound to it): another one.
+        ("the source port", lambda: setattr(entry, "tx", SimpleNamespace(sport=entry.tx.sport + 1))),
         ("another configuration object", lambda: setattr(s, "_config", replace(s.config, detect_mult=5))),
         # Set by the caller, not counted by the generation (Session.CALLER_FIELDS).
         (
@@ -528,11 +530,13 @@ def test_every_change_to_a_session_is_encoded_again(which: int) -> None:
     for _ in state.rehearse(host, 2):  # the warm-up keeps every record
         pass
     before = state.encode(host, 16)
+    assert state.read() == 0  # nothing touched since the warm-up: no session read
     what, change = _changes(host, sessions[1])[which]
     change()
     after = state.encode(host, 16)
     assert after == _whole_dump(host, 16), what
     assert after != before, what
+    assert state.read() == 1, what  # the one session touched, and only it
 
 
 def test_a_session_made_again_under_its_discriminator_is_encoded_again() -> None:
@@ -676,8 +680,9 @@ def test_the_warm_ups_very_bytes_are_its_decoding_and_any_other_bytes_are_decode
     warm_blob = _rehearsed(host, 16)
     warm = state.parse(warm_blob, keep=keep)
     blob = state.encode(host, 16)
-    assert blob == warm_blob and blob is not warm_blob  # nothing changed: the same bytes
-    assert state.parse(blob, known=keep, same=(warm_blob, warm)) is warm
+    assert blob is warm_blob  # nothing touched since the warm-up: its very bytes
+    copy = bytes(bytearray(blob))  # the same bytes in another object: compared, not identified
+    assert state.parse(copy, known=keep, same=(warm_blob, warm)) is warm
     assert state.decoded_afresh() == 0
     sessions[1].set_config(replace(sessions[1].config, min_tx_us=30_000), 5_000)
     changed = state.encode(host, 16)
