@@ -53,7 +53,9 @@ class _Drops(Counter):
     __slots__ = ()
 
     def _note(self) -> None:
-        _touched.add(self.__dict__[_KEY])
+        key = self.__dict__.get(_KEY)
+        if key is not None:  # None: a copy (Counter.copy makes one of its class), nobody's counts yet
+            _touched.add(key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
@@ -132,7 +134,6 @@ def _watch_parts(key: int, entry: Entry) -> bool:
     elif type(session) is not _Session or session.local_discr != key:
         return False
     if type(drops) is Counter:
-        drops.__dict__[_KEY] = key
         drops.__class__ = _Drops
     elif type(drops) is not _Drops:
         return False

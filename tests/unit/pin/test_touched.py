@@ -118,6 +118,18 @@ def test_drop_counts_into_an_empty_counter_are_seen() -> None:
     _requested(host, reads=1)
 
 
+def test_a_copy_of_watched_counts_is_nobodys_until_given() -> None:
+    host = _host()
+    _warmed(host)
+    entry = _second(host)
+    copied = entry.drops.copy()  # Counter.copy makes one of the counts' own class
+    copied["ttl"] += 5
+    _requested(host, reads=0)  # nobody's counts changed
+    entry.drops = copied
+    copied["ttl"] += 1
+    _requested(host, reads=1)
+
+
 def test_counts_given_to_an_entry_are_watched_in_turn() -> None:
     host = _host()
     _warmed(host)
