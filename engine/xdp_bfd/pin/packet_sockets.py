@@ -142,14 +142,16 @@ class PacketSockets:
         seen: set[int] = set()
         for i, fd in enumerate(fds):
             ifindex = names[i] if names is not None else 0
-            # One socket an interface a message; a later message's replaces an earlier one's.
-            s = None if ifindex in seen else _packet_socket(fd, ifindex)
+            if ifindex in seen:  # one socket an interface a message
+                os.close(fd)
+                s = None
+            else:
+                s = _packet_socket(fd, ifindex)
             if s is None:
-                if ifindex in seen:
-                    os.close(fd)
                 self.refused += 1
                 continue
             seen.add(ifindex)
+            # A later message's socket replaces an earlier one's.
             earlier = self.socks.pop(ifindex, None)
             if earlier is not None:
                 earlier.close()
