@@ -18,23 +18,27 @@ def Judge(stream, registry, test):
 
 
 class Stamps:
-    """A reference stream whose arrivals the test chooses: every period, minus a hole."""
+    """A reference stream whose arrivals the test chooses: every period, minus a hole in the
+    middle of the window (``hole_ms``) and more holes after it (``then``: (ms of running, ms of
+    hole) each)."""
 
-    def __init__(self, hole_ms: float = 0.0, late_ms: float = 0.0) -> None:
-        self.hole_ms, self.late_ms = hole_ms, late_ms
+    def __init__(self, hole_ms: float = 0.0, late_ms: float = 0.0, then: tuple = ()) -> None:
+        self.hole_ms, self.late_ms, self.then = hole_ms, late_ms, then
         self.userspace = self
 
     def lateness_ms(self, t0: float, t1: float) -> float:
         return self.late_ms
 
-    def figures(self, t0: float, t1: float):
+    def figures(self, t0: float, t1: float, **_):
+        holes = [((t1 - t0) / 2, self.hole_ms)] if self.hole_ms else []
+        for run_ms, hole_ms in self.then:
+            holes.append((holes[-1][0] + (holes[-1][1] + run_ms) / 1e3, hole_ms))
         stamps, t = [], t0 + 0.001
-        hole_at = t0 + (t1 - t0) / 2
         while t < t1:
             stamps.append(t)
             t += PERIOD_MS / 1e3
-            if self.hole_ms and abs(t - hole_at) < PERIOD_MS / 2e3:
-                t += self.hole_ms / 1e3
+            if holes and t - t0 >= holes[0][0]:
+                t += holes.pop(0)[1] / 1e3
         return gap_figures(stamps, t0, t1)
 
 
@@ -45,6 +49,44 @@ def test_gap_figures_finds_the_hole_and_counts_the_edges():
     assert seen == (5, 10, 60, 0.08, 1)
     # A stream that stopped before the window ended is not clean.
     assert round(gap_figures(stamps, 0.0, 0.30, period_ms=10).stall_ms) == 200
+
+
+def test_stalls_close_together_add_up_within_the_horizon():
+    # Late gaps of 17 ms and 15 ms, 3 ms apart, then one of 9 ms 0.5 s later (period 2 ms).
+    stamps = [0.0, 0.002, 0.019, 0.021, 0.036, 0.038, 0.538, 0.547, 0.549]
+    f = gap_figures(stamps, 0.0, 0.549, period_ms=2)
+    assert [round(e, 3) for e, _x in f.lates] == [0.019, 0.036, 0.538, 0.547]
+    assert round(f.stall_ms) == 498  # the 0.5 s hole
+    f = gap_figures(stamps[:6], 0.0, 0.038, period_ms=2)
+    assert round(f.stall_ms) == 15 and round(f.stall_within(0)) == 15
+    assert round(f.stall_within(17)) == 28  # 15 + 13: both end within 17 ms
+    assert round(f.stall_within(16)) == 15  # 17 ms apart: one at a time
+    # A stream without late gaps gathers nothing: its stall is its worst gap.
+    clean = gap_figures([0.0, 0.002, 0.004], 0.0, 0.004, period_ms=2)
+    assert clean.lates == () and clean.stall_within(1000) == clean.stall_ms == 0.0
+
+
+def test_a_burst_of_stalls_within_the_horizon_is_inconclusive_and_said_so():
+    burst = Stamps(hole_ms=15, then=((3, 15),))
+    with (
+        pytest.raises(Inconclusive, match=r"stall 1[5-7]\.\d ms.*, 3[0-4]\.\d ms late within 30 ms"),
+        Judge(burst, Registry(), "t").window("w", stall_ms=20, horizon_ms=30),
+    ):
+        raise AssertionError("late")
+    # The horizon defaults to stall_ms: these two end 18 ms apart, so each is judged alone.
+    with (
+        pytest.raises(AssertionError, match="PRODUCT FAULT"),
+        Judge(burst, Registry(), "t").window("w", stall_ms=16),
+    ):
+        raise AssertionError("late")
+    # The same two stalls far apart are two small ones: the failure is ours.
+    apart = Stamps(hole_ms=15, then=((300, 15),))
+    with (
+        pytest.raises(AssertionError, match="PRODUCT FAULT") as exc,
+        Judge(apart, Registry(), "t").window("w", stall_ms=20, horizon_ms=30),
+    ):
+        raise AssertionError("late")
+    assert "late within" not in str(exc.value)
 
 
 def _window(judge: Judge, fail: bool, peer=None) -> None:
@@ -151,7 +193,7 @@ class CpuStamps(Stamps):
         super().__init__(hole_ms)
         self.cpu = cpu
 
-    def figures(self, t0: float, t1: float):
+    def figures(self, t0: float, t1: float, **_):
         return replace(super().figures(t0, t1), cpu=self.cpu)
 
 
@@ -172,3 +214,18 @@ def test_a_stall_of_one_cpu_is_the_windows_stall_and_names_the_cpu():
     # The same failure with both CPUs clean is ours.
     with pytest.raises(AssertionError, match="PRODUCT FAULT"):
         _window(Judge(_per_cpu(CpuStamps(0), CpuStamps(1)), Registry(), "t"), fail=True)
+
+
+def test_the_cpu_whose_stalls_came_in_a_burst_is_the_windows_reference():
+    single = CpuStamps(0, hole_ms=18)
+    burst = CpuStamps(1, hole_ms=12)
+    burst.then = ((2, 12),)
+    both = _per_cpu(single, burst)
+    assert both.figures(1000.0, 1001.0).cpu == 0  # alone, the longer gap is the worst
+    fig = both.figures(1000.0, 1001.0, horizon_ms=30)
+    assert fig.cpu == 1 and round(fig.stall_within(30)) >= 22
+    with (
+        pytest.raises(Inconclusive, match=r"\(CPU 1\), 2\d\.\d ms late within 30 ms"),
+        Judge(both, Registry(), "t").window("w", stall_ms=20, horizon_ms=30),
+    ):
+        raise AssertionError("late")
