@@ -48,8 +48,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> object:
     if mark is None:
         return (yield)
     judge: Judge = pyfuncitem.funcargs["timing"]  # type: ignore[assignment]
-    name, userspace = mark.kwargs.get("name", pyfuncitem.name), mark.kwargs.get("userspace", False)
-    with judge.window(name, stall_ms=mark.kwargs["stall_ms"], userspace=userspace):
+    kw = {k: mark.kwargs[k] for k in ("userspace", "deadline", "horizon_ms") if k in mark.kwargs}
+    with judge.window(mark.kwargs.get("name", pyfuncitem.name), stall_ms=mark.kwargs["stall_ms"], **kw):
         return (yield)
 
 

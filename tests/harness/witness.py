@@ -198,24 +198,41 @@ while os.getppid() == parent:
 """
 
 
-class UserspaceClock:
-    """An ordinary process waking every PERIOD_MS: how late the scheduler let it run."""
+# The deadline witness's reservation: the packaged unit's (--sched-deadline 1000/10000, µs).
+DEADLINE_RESERVATION_US = (1000, 10000)
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+
+class UserspaceClock:
+    """A process waking every PERIOD_MS: how late the scheduler let it run.
+
+    An ordinary process by default. With ``deadline`` (runtime, period in µs)
+    it runs under that SCHED_DEADLINE reservation (``chrt --deadline``), as
+    the engine does where a window judges what the reservation claims: that
+    FIFO hogs do not delay it. Late with it, every deadline task was late.
+    """
+
+    def __init__(self, path: Path, deadline: tuple[int, int] | None = None) -> None:
+        self.path, self.deadline = path, deadline
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def what(self) -> str:
+        return "the deadline witness" if self.deadline else "the userspace witness"
 
     def start(self) -> UserspaceClock:
         self.path.touch()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CLOCK, str(self.path), str(PERIOD_MS)], stdin=subprocess.DEVNULL
-        )
+        argv = [sys.executable, "-c", _CLOCK, str(self.path), str(PERIOD_MS)]
+        if self.deadline is not None:
+            runtime, period = (str(us * 1000) for us in self.deadline)
+            argv = ["chrt", "--deadline", "--sched-runtime", runtime, "--sched-deadline", period,
+                    "--sched-period", period, "0", *argv]  # fmt: skip
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
         return self
 
     def lateness_ms(self, t0: float, t1: float) -> float:
         """The longest a wake-up due between ``t0`` and ``t1`` waited past its time."""
         if self.proc is None or self.proc.poll() is not None:
-            raise RuntimeError("the userspace witness died")
+            raise RuntimeError(f"{self.what} died (rc {self.proc and self.proc.returncode})")
         worst = 0.0
         for line in self.path.read_text().splitlines():
             woke, _, late = line.partition(" ")
@@ -373,10 +390,15 @@ class ReferenceStreams:
         clock = self.streams[0].userspace
         assert clock is not None
         self.userspace: UserspaceClock = clock
+        self.deadline: UserspaceClock | None = UserspaceClock(
+            workdir / "deadline-lateness.txt", deadline=DEADLINE_RESERVATION_US
+        )
 
     def start(self) -> ReferenceStreams:
         for s in self.streams:
             s.start()
+        if self.deadline is not None:
+            self.deadline.start()
         return self
 
     def alive(self) -> bool:
@@ -387,6 +409,8 @@ class ReferenceStreams:
         return max((s.figures(t0, t1) for s in self.streams), key=lambda f: f.stall_within(horizon_ms))
 
     def close(self) -> None:
+        if self.deadline is not None:
+            self.deadline.close()
         for s in self.streams:
             s.close()
 
@@ -404,6 +428,7 @@ class Record:
     stall_ms: float
     userspace_ms: float | None = None  # the userspace witness's lateness, when the window asked
     horizon_ms: float = 0.0  # the window's: stalls this close together count as one
+    deadline_ms: float | None = None  # the deadline witness's lateness, when the window asked
 
     def _burst(self, fig: Figures) -> str:
         within = fig.stall_within(self.horizon_ms)
@@ -412,6 +437,8 @@ class Record:
     def line(self) -> str:
         peer = f"; peer TX {self.peer}{self._burst(self.peer)}" if self.peer else ""
         user = f"; userspace witness late {self.userspace_ms:.1f} ms" if self.userspace_ms is not None else ""
+        if self.deadline_ms is not None:
+            user += f"; deadline witness late {self.deadline_ms:.1f} ms"
         return (
             f"{self.verdict:<13} {self.test} [{self.window}] attempt {self.attempt}/{ATTEMPTS}: "
             f"reference {self.reference}{self._burst(self.reference)}{peer}{user} "
@@ -510,6 +537,7 @@ class Judge:
         *,
         stall_ms: float,
         userspace: bool = False,
+        deadline: bool = False,
         horizon_ms: float | None = None,
         on_inconclusive: Callable[[], None] | None = None,
     ) -> Iterator[Window]:
@@ -525,6 +553,10 @@ class Judge:
         mistaken for lateness. ``userspace``: the code under test is an
         ordinary process that makes no claim about a busy machine, so the
         userspace witness being as late as ``stall_ms`` explains a failure too.
+        ``deadline``: the code under test claims its SCHED_DEADLINE
+        reservation carries it through a busy machine (FIFO hogs): the deadline
+        witness, under the same reservation, being as late as ``stall_ms``
+        explains a failure too; it is not delayed by what the claim covers.
         ``horizon_ms`` (default ``stall_ms``): a kernel-paced witness's late
         gaps that end within this long of each other add up to one stall
         (:meth:`Figures.stall_within`); a window whose bound is a span of
@@ -546,14 +578,19 @@ class Judge:
         peer = w.peer_figures(horizon)
         clock = self.stream.userspace
         user = clock.lateness_ms(*w.span()) if userspace and clock is not None else None
+        dl_clock = getattr(self.stream, "deadline", None)
+        if deadline and dl_clock is None:
+            raise RuntimeError(f"window {name!r} asks for the deadline witness and there is none")
+        dl = dl_clock.lateness_ms(*w.span()) if deadline else None
         stalled = (
             ref.stall_within(horizon) >= stall_ms
             or (peer is not None and peer.stall_within(horizon) >= stall_ms)
             or (user is not None and user >= stall_ms)
+            or (dl is not None and dl >= stall_ms)
         )
 
         def record(verdict: str) -> Record:
-            r = Record(self.test, name, self.attempt, verdict, ref, peer, stall_ms, user, horizon)
+            r = Record(self.test, name, self.attempt, verdict, ref, peer, stall_ms, user, horizon, dl)
             self.registry.records.append(r)
             print(f"\ntiming window: {r.line()}")
             return r

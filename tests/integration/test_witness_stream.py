@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from harness.wait import wait_until
 from harness.witness import FRAME_LEN, PERIOD_MS, RATE_BIT, Inconclusive, Judge, ReferenceStream, Registry
 
 
@@ -63,3 +66,32 @@ def test_a_failure_during_a_real_hole_is_inconclusive(reference_stream):
         with held(reference_stream.streams[-1]):
             time.sleep(0.15)
         raise AssertionError("late, as everything was")
+
+
+def _policy(pid: int) -> int:
+    """The scheduling policy /proc says the process runs under (6: SCHED_DEADLINE)."""
+    for line in Path(f"/proc/{pid}/sched").read_text().splitlines():
+        if line.startswith("policy"):
+            return int(line.split(":")[1])
+    raise AssertionError(f"no policy line for {pid}")
+
+
+def test_the_deadline_witness_runs_under_the_reservation_and_a_stop_is_seen(reference_stream):
+    clock = reference_stream.deadline
+    assert clock is not None and clock.proc is not None
+    assert _policy(clock.proc.pid) == 6, "the deadline witness is not under SCHED_DEADLINE"
+    t0 = time.time()
+    time.sleep(0.3)
+    idle = clock.lateness_ms(t0, time.time())
+    # Stopped, it wakes late by as long: the witness moves.
+    t1 = time.time()
+    os.kill(clock.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.08)  # the stop's length is the stimulus
+    finally:
+        os.kill(clock.proc.pid, signal.SIGCONT)
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: clock.lateness_ms(t1, time.time()) >= 60, timeout=5, what="the late wake-up")
+    stopped = clock.lateness_ms(t1, time.time())
+    print(f"\ndeadline witness: late {idle:.1f} ms idle, {stopped:.1f} ms across an 80 ms stop")
+    assert stopped >= 60 and stopped > idle, (idle, stopped)

@@ -17,14 +17,28 @@ def Judge(stream, registry, test):
     return _Judge(stream, registry, test, clock=lambda: float(next(ticks)))
 
 
+class Late:
+    """A userspace or deadline witness that was ``ms`` late."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def lateness_ms(self, t0: float, t1: float) -> float:
+        return self.ms
+
+
 class Stamps:
     """A reference stream whose arrivals the test chooses: every period, minus a hole in the
     middle of the window (``hole_ms``) and more holes after it (``then``: (ms of running, ms of
-    hole) each)."""
+    hole) each). ``late_ms``: the userspace witness's lateness, ``deadline_ms`` the deadline
+    witness's."""
 
-    def __init__(self, hole_ms: float = 0.0, late_ms: float = 0.0, then: tuple = ()) -> None:
+    def __init__(
+        self, hole_ms: float = 0.0, late_ms: float = 0.0, then: tuple = (), deadline_ms: float = 0.0
+    ) -> None:
         self.hole_ms, self.late_ms, self.then = hole_ms, late_ms, then
         self.userspace = self
+        self.deadline = Late(deadline_ms)
 
     def lateness_ms(self, t0: float, t1: float) -> float:
         return self.late_ms
@@ -227,5 +241,27 @@ def test_the_cpu_whose_stalls_came_in_a_burst_is_the_windows_reference():
     with (
         pytest.raises(Inconclusive, match=r"\(CPU 1\), 2\d\.\d ms late within 30 ms"),
         Judge(both, Registry(), "t").window("w", stall_ms=20, horizon_ms=30),
+    ):
+        raise AssertionError("late")
+
+
+def test_a_late_deadline_witness_explains_only_a_window_that_claims_the_reservation():
+    late = Stamps(deadline_ms=25)
+    with (
+        pytest.raises(Inconclusive, match=r"deadline witness late 25\.0 ms"),
+        Judge(late, Registry(), "dl").window("under hogs", stall_ms=20, deadline=True),
+    ):
+        raise AssertionError("late")
+    # Not asked: the reservation's own lateness is no excuse for a claim it does not carry.
+    with (
+        pytest.raises(AssertionError, match="PRODUCT FAULT") as exc,
+        Judge(late, Registry(), "ktx").window("kernel path", stall_ms=20),
+    ):
+        raise AssertionError("late")
+    assert "deadline witness" not in str(exc.value)
+    # Asked and on time: the failure is ours, and the line says how late the witness was.
+    with (
+        pytest.raises(AssertionError, match=r"PRODUCT FAULT(.|\n)*deadline witness late 3\.0 ms"),
+        Judge(Stamps(deadline_ms=3), Registry(), "dl").window("under hogs", stall_ms=20, deadline=True),
     ):
         raise AssertionError("late")
