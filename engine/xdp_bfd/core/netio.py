@@ -76,7 +76,7 @@ class Datagram:
 
 
 class Receiver:
-    """One wildcard socket for (family, port); :meth:`drain` returns what has arrived."""
+    """One wildcard socket for (family, port); :meth:`datagrams` reads what has arrived."""
 
     def __init__(self, family: int, port: int) -> None:
         self.family, self.port = family, port
@@ -108,20 +108,20 @@ class Receiver:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def drain(self) -> list[Datagram]:
-        out: list[Datagram] = []
+    def datagrams(self) -> Iterator[Datagram]:
+        """What has arrived, up to RECV_BATCH, each read from the socket only when asked for:
+        what the caller does not take waits in the socket for the next wake-up."""
         for _ in range(RECV_BATCH):
             try:
                 data, anc, _flags, addr = self.sock.recvmsg(512, 256)
             except (BlockingIOError, InterruptedError):
-                break
+                return
             except OSError as e:
                 # ICMP errors surface on the next recv; they say nothing about BFD.
                 if e.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
                     continue
                 raise
-            out.append(self._datagram(data, anc, addr))
-        return out
+            yield self._datagram(data, anc, addr)
 
     def _datagram(self, data: bytes, anc: list, addr: tuple) -> Datagram:
         ttl: int | None = None

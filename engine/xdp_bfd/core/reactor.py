@@ -117,10 +117,12 @@ class Reactor:
                 handler()
 
     def run_timers(self, now: int) -> None:
-        while self.calls and self.calls[0][0] <= now:
+        """Fire what is due at ``now``; a signal that arrives meanwhile ends the run, the rest
+        staying due for the loop's next turn, right after the signal's handler."""
+        while self.calls and self.calls[0][0] <= now and not self.pending_signals:
             _, _, fn = heapq.heappop(self.calls)
             fn(now)
-        while self.timers and self.timers[0][0] <= now:
+        while self.timers and self.timers[0][0] <= now and not self.pending_signals:
             deadline, key = heapq.heappop(self.timers)
             self.fire_timer(key, deadline, now)
 
@@ -236,6 +238,10 @@ class Reactor:
                 timeout = step_in if timeout is None else min(timeout, step_in)
             for key, _ in self.wait(timeout):
                 key.data(now_us())
+                if self.pending_signals:
+                    # The signal first; what else was ready is still ready next turn (epoll
+                    # is level-triggered), and so are the timers run_timers leaves due.
+                    break
             now = now_us()
             due = self.next_due()
             if due is not None and now >= due:

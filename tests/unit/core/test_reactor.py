@@ -286,3 +286,65 @@ def test_the_collector_is_held_off_while_background_jobs_run() -> None:
         r.step_background()
     assert seen == [False, False, False, False] and r.background is None
     assert gc.isenabled()
+
+
+def _with_signals(r: Reactor, body) -> None:
+    previous = {s: signal.getsignal(s) for s in CAUGHT_SIGNALS}
+    old_fd = signal.set_wakeup_fd(-1)
+    try:
+        r.install_signals()
+        body()
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def test_a_signal_during_a_turn_runs_before_the_rest_of_the_turn() -> None:
+    """Due timers and ready sockets after the one that saw the signal wait for its handler."""
+    r = Reactor()
+    got: list[str] = []
+    pairs = [socket.socketpair() for _ in range(2)]
+
+    def readable(name: str, sock: socket.socket):
+        def on(_now: int) -> None:
+            sock.recv(16)
+            got.append(name)
+            r.unwatch(sock)
+            if len(got) == 1:
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+        return on
+
+    def timer(name: str):
+        def fire(_now: int) -> None:
+            got.append(name)
+            if name == "t1":
+                os.kill(os.getpid(), signal.SIGUSR2)
+
+        return fire
+
+    def body() -> None:
+        r.on_signal(signal.SIGUSR1, lambda: got.append("usr1"))
+        r.on_signal(signal.SIGUSR2, lambda: got.append("usr2"))
+        for i, (a, b) in enumerate(pairs):
+            r.watch(a, readable(f"fd{i}", a))
+            b.send(b"x")
+        soon = now_us() + 20_000
+        for name in ("t1", "t2", "t3"):
+            r.call_at(soon, timer(name))
+        r.call_at(soon + 30_000, lambda _now: setattr(r, "stop_requested", True))
+        t0 = time.monotonic()
+        r.loop()
+        assert time.monotonic() - t0 < 5
+
+    try:
+        _with_signals(r, body)
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+    first_fd = got[0]
+    other_fd = "fd1" if first_fd == "fd0" else "fd0"
+    # The second socket was ready in the same turn; the signal's handler ran between them.
+    assert got == [first_fd, "usr1", other_fd, "t1", "usr2", "t2", "t3"], got
