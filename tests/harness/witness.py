@@ -106,9 +106,7 @@ class Figures:
 
         Stalls that come in a burst cost a process as one: it runs between
         them only if it is first to run, and a packet due during the second
-        is late by both. The engine once sent 34.8 ms apart (a detection time
-        at 3x10 ms) while this stream's largest gap was 17 ms but 23 of its
-        frames were missing in five late gaps (CI, 2026-12-07).
+        is late by both (docs/testing.md, "Stalls in a burst").
         """
         worst, total, first = self.stall_ms, 0.0, 0
         for end, excess in self.lates:
@@ -271,6 +269,7 @@ class ReferenceStream:
         self._tail = _PcapTail(workdir / f"reference{suffix}.pcap")
         self._lock = threading.Lock()
         self.userspace = UserspaceClock(workdir / "userspace-lateness.txt") if userspace else None
+        self.deadline: UserspaceClock | None = None  # ReferenceStreams keeps the session's
 
     def start(self) -> ReferenceStream:
         a, b = self.topo.namespace("wit-a"), self.topo.namespace("wit-b")
@@ -390,15 +389,12 @@ class ReferenceStreams:
         clock = self.streams[0].userspace
         assert clock is not None
         self.userspace: UserspaceClock = clock
-        self.deadline: UserspaceClock | None = UserspaceClock(
-            workdir / "deadline-lateness.txt", deadline=DEADLINE_RESERVATION_US
-        )
+        self.deadline = UserspaceClock(workdir / "deadline-lateness.txt", deadline=DEADLINE_RESERVATION_US)
 
     def start(self) -> ReferenceStreams:
         for s in self.streams:
             s.start()
-        if self.deadline is not None:
-            self.deadline.start()
+        self.deadline.start()
         return self
 
     def alive(self) -> bool:
@@ -409,8 +405,7 @@ class ReferenceStreams:
         return max((s.figures(t0, t1) for s in self.streams), key=lambda f: f.stall_within(horizon_ms))
 
     def close(self) -> None:
-        if self.deadline is not None:
-            self.deadline.close()
+        self.deadline.close()
         for s in self.streams:
             s.close()
 
@@ -578,10 +573,10 @@ class Judge:
         peer = w.peer_figures(horizon)
         clock = self.stream.userspace
         user = clock.lateness_ms(*w.span()) if userspace and clock is not None else None
-        dl_clock = getattr(self.stream, "deadline", None)
+        dl_clock = self.stream.deadline
         if deadline and dl_clock is None:
             raise RuntimeError(f"window {name!r} asks for the deadline witness and there is none")
-        dl = dl_clock.lateness_ms(*w.span()) if deadline else None
+        dl = dl_clock.lateness_ms(*w.span()) if deadline and dl_clock is not None else None
         stalled = (
             ref.stall_within(horizon) >= stall_ms
             or (peer is not None and peer.stall_within(horizon) >= stall_ms)

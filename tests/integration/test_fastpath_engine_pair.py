@@ -651,8 +651,7 @@ def test_authenticated_fast_paths_hold_under_l4_and_l5(pair, timing, auth_name):
         # SCHED_DEADLINE is the engine's claim under FIFO hogs, so the window judges it as the
         # kernel clock is judged: the witnesses' own stall of 2 intervals explains a miss, and
         # so do stalls that gather that much within a detection time (3 intervals), and the
-        # deadline witness (the same reservation) as late: an engine 35 ms late beside a
-        # reference whose 17 ms gap was one of five (docs/testing.md).
+        # deadline witness (the same reservation) as late (docs/testing.md, "Stalls in a burst").
         name = f"{auth_name} under {level}"
         with timing.window(name, stall_ms=2 * INTERVAL_MS, horizon_ms=3 * INTERVAL_MS, deadline=True):
             _judge_auth(ea, eb, cap, a_ip, b_ip, auth_type=auth_type, body=lambda p=prio: _hogs(p))

@@ -412,8 +412,8 @@ class Engine:
             self.on_datagram(dg, now)
             if self.reactor.pending_signals:
                 # A signal waits (a takeover's request, a stop): it goes before the rest of a
-                # burst, which waits in the socket. A burst of state changes held a request
-                # 53 ms here (docs/benchmarks.md).
+                # burst, which waits in the socket (docs/benchmarks.md, "A signal ends the
+                # loop's turn").
                 return
 
     # -- signals -----------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import selectors
 import signal
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -129,13 +131,24 @@ def test_watch_then_change_interest_then_unwatch() -> None:
         b.close()
 
 
-def test_a_signal_runs_its_handler_from_the_loop_not_the_handler() -> None:
-    r = Reactor()
-    got: list[str] = []
+@contextlib.contextmanager
+def _signals_installed(r: Reactor) -> Iterator[None]:
+    """The reactor's signal handling for the body; the test process's own put back after."""
     previous = {s: signal.getsignal(s) for s in CAUGHT_SIGNALS}
     old_fd = signal.set_wakeup_fd(-1)
     try:
         r.install_signals()
+        yield
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def test_a_signal_runs_its_handler_from_the_loop_not_the_handler() -> None:
+    r = Reactor()
+    got: list[str] = []
+    with _signals_installed(r):
         r.on_signal(signal.SIGUSR1, lambda: got.append("usr1"))
         r.on_signal(signal.SIGHUP, lambda: (got.append("hup"), setattr(r, "stop_requested", True)))
         os.kill(os.getpid(), signal.SIGUSR1)
@@ -146,10 +159,6 @@ def test_a_signal_runs_its_handler_from_the_loop_not_the_handler() -> None:
         r.loop()
         assert got == ["usr1", "hup"]
         assert time.monotonic() - t0 < 5
-    finally:
-        signal.set_wakeup_fd(old_fd)
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def test_background_steps_are_paced_and_the_next_job_follows() -> None:
@@ -288,18 +297,6 @@ def test_the_collector_is_held_off_while_background_jobs_run() -> None:
     assert gc.isenabled()
 
 
-def _with_signals(r: Reactor, body) -> None:
-    previous = {s: signal.getsignal(s) for s in CAUGHT_SIGNALS}
-    old_fd = signal.set_wakeup_fd(-1)
-    try:
-        r.install_signals()
-        body()
-    finally:
-        signal.set_wakeup_fd(old_fd)
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 def test_a_signal_during_a_turn_runs_before_the_rest_of_the_turn() -> None:
     """Due timers and ready sockets after the one that saw the signal wait for its handler."""
     r = Reactor()
@@ -324,22 +321,20 @@ def test_a_signal_during_a_turn_runs_before_the_rest_of_the_turn() -> None:
 
         return fire
 
-    def body() -> None:
-        r.on_signal(signal.SIGUSR1, lambda: got.append("usr1"))
-        r.on_signal(signal.SIGUSR2, lambda: got.append("usr2"))
-        for i, (a, b) in enumerate(pairs):
-            r.watch(a, readable(f"fd{i}", a))
-            b.send(b"x")
-        soon = now_us() + 20_000
-        for name in ("t1", "t2", "t3"):
-            r.call_at(soon, timer(name))
-        r.call_at(soon + 30_000, lambda _now: setattr(r, "stop_requested", True))
-        t0 = time.monotonic()
-        r.loop()
-        assert time.monotonic() - t0 < 5
-
     try:
-        _with_signals(r, body)
+        with _signals_installed(r):
+            r.on_signal(signal.SIGUSR1, lambda: got.append("usr1"))
+            r.on_signal(signal.SIGUSR2, lambda: got.append("usr2"))
+            for i, (a, b) in enumerate(pairs):
+                r.watch(a, readable(f"fd{i}", a))
+                b.send(b"x")
+            soon = now_us() + 20_000
+            for name in ("t1", "t2", "t3"):
+                r.call_at(soon, timer(name))
+            r.call_at(soon + 30_000, lambda _now: setattr(r, "stop_requested", True))
+            t0 = time.monotonic()
+            r.loop()
+            assert time.monotonic() - t0 < 5
     finally:
         for a, b in pairs:
             a.close()

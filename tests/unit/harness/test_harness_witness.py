@@ -215,6 +215,7 @@ def _per_cpu(*streams: CpuStamps) -> ReferenceStreams:
     composite = ReferenceStreams.__new__(ReferenceStreams)  # the streams made up here, not started
     composite.streams = list(streams)  # type: ignore[assignment]
     composite.userspace = streams[0]  # type: ignore[assignment]
+    composite.deadline = streams[0].deadline  # type: ignore[assignment]
     return composite
 
 
