@@ -14,11 +14,11 @@ arguments. Per takeover:
   just before SIGUSR2): how long nobody but the kernel serves;
   ``mainpid_to_ready_ms`` from its MAINPID= (before the old engine's warm-up);
 * ``serving_all_s``: spawn -> every session Up with kernel TX active in its stats (a
-  meticulous session: Up, its packets being the engine's own);
+  meticulous session: Up);
 * ``engine_cpu_settle``: the successor's CPU in the settle after it (% of one core);
-* with ``--meticulous``: ``series_signed_ahead`` (sessions whose next packets the old engine
-  signed ahead, from its log) and ``meticulous_standby`` (the successor's meticulous sessions
-  whose kernel clock stands by for the next takeover's series: the clock's budget may refuse one).
+* with ``--meticulous``: ``series_signed_ahead`` (sessions whose series the old engine topped up,
+  or signed ahead in a build before 2026-12-07, from its log) and ``meticulous_standby`` (the
+  successor's meticulous sessions with a kernel clock for a series: the clock's budget may refuse one).
 * ``warm_up_state_decode_ms`` / ``state_decode_ms`` / ``checked_again``: the successor's decoding of
   the old engine's warm-up state before the request, of the request's state after it, and how many of
   its records differed from the warm-up's and were checked again.
@@ -29,19 +29,17 @@ detection time: the bed's, not the engine's), the engine's flaps, and on the wir
 subset of sessions, ``--capture-net``) the worst gap in our transmissions and
 any non-Up packet from us.
 
-With ``--meticulous M`` the first M sessions use a meticulous keyed type
-(``--auth-type``) on both sides: the engine's sessions file gives them the
-synthetic peer's key, and the peer signs its packets and checks ours as a real
-peer would, discarding (and counting) any with a wrong digest or a Sequence
-Number outside RFC 5880 §6.7.3's window, and declaring the session Down by its
-own detection timer when nothing acceptable came for a detection time. Such a
-session's packets cannot be sent by the kernel from one template: between the
-request and the successor's restore only the series the old engine signed
-ahead speak for it. The ``meticulous`` section of the result gives their own
-figures: the peer's down events and auth rejects among them, the engine's
-flaps and drops of theirs, the wire (worst gap, every captured packet checked
-again as the peer checks it, the Sequence Number steps seen) and how many
-packets the kernel sent signed ahead. The capture always covers some of them.
+With ``--meticulous M`` the first M sessions use a meticulous keyed type (``--auth-type``) on both
+sides: the engine's sessions file gives them the synthetic peer's key, and the peer signs its
+packets and checks ours as a real peer would, discarding (and counting) any with a wrong digest or a
+Sequence Number outside RFC 5880 §6.7.3's window, and declaring the session Down by its own
+detection timer when nothing acceptable came for a detection time. Such a session's packets cannot
+be sent by the kernel from one template: the kernel sends the series the engine keeps signed ahead
+(since 2026-12-07 all along; before, only between the request and the successor's restore). The
+``meticulous`` section of the result gives their own figures: the peer's down events and auth
+rejects among them, the engine's flaps and drops of theirs, the wire (worst gap, every captured
+packet checked again as the peer checks it, the Sequence Number steps seen) and how many packets the
+kernel sent signed ahead. The capture always covers some of them.
 
     sudo .venv/bin/python bench/takeover.py [--sessions 1024] [--interval-ms 10] [--takeovers 5]
         [--meticulous M [--auth-type meticulous-keyed-md5|meticulous-keyed-sha1]]
@@ -93,8 +91,9 @@ PARTS_RE = re.compile(
     r"pin: handed over .*?\(encoding [\d.]+, ([\d.]+) of CPU, \d+ sessions encoded again since the warm-up, "
     r"(\d+) compared(?:, (\d+) read)?; writing ([\d.]+), (\d+) of (\d+) chunks; sockets ([\d.]+)"
 )
-# The old engine signed the meticulous sessions' next packets ahead for the kernel's clock.
-SERIES_RE = re.compile(r"pin: handed over .*?(\d+) series signed ahead")
+# The old engine's series of the meticulous sessions' packets for the kernel's clock: topped up
+# (this build's: they run all along), or signed ahead at the request (a build before 2026-12-07).
+SERIES_RE = re.compile(r"pin: handed over .*?(\d+) series (?:topped up|signed ahead)")
 # Meticulous sessions captured outside --capture-net at most (one tcpdump host term each).
 CAPTURE_SIGNED_MAX = 16
 
@@ -154,11 +153,16 @@ def serving_all(eng: EngineProcess, n: int, signed: Collection[str] = ()) -> boo
 
 
 def standby(doc: dict[str, Any], signed: Collection[str]) -> int | None:
-    """How many meticulous sessions have a kernel clock standing by for a handover's series (None
-    without the clock, or without such sessions): the others get no packet signed ahead."""
+    """How many meticulous sessions have a kernel clock for a handover's series (None without the
+    clock, or without such sessions): sending one all along (``series_left``, this build's) or
+    standing by for one (an older build's); the others get no packet signed ahead."""
     if not signed or "kernel_clock" not in doc:
         return None
-    return sum(1 for s in doc["sessions"] if s.get("peer") in signed and s.get("kernel_clock_standby"))
+    return sum(
+        1
+        for s in doc["sessions"]
+        if s.get("peer") in signed and (s.get("kernel_clock_standby") or s.get("series_left"))
+    )
 
 
 def _handover_parts(log: str) -> dict[str, Any]:

@@ -326,24 +326,29 @@ struct bfd_gate {
 /*
  * A series: packets of a meticulous key, signed ahead by the engine. Such a
  * key needs a new Sequence Number, so a new digest, in every packet, which a
- * program cannot compute; the session's clock runs all the same (frames
- * circulate, nothing sent) and an engine handing over (--pin) writes the
- * packets the session would send next, at consecutive numbers, so the clock
- * sends them while no engine does. The successor deletes the series before
- * the session's first packet of its own, and goes on from the number after
- * the last one the clock sent (one more: a tick may be sending as it reads).
- * Keyed by slot.
+ * program cannot compute; so the engine keeps the next packets of each such
+ * session signed in its series, at consecutive numbers, and the clock sends
+ * them as it sends any session's packet: no periodic packet waits for the
+ * engine, which refills the series well ahead of the clock (fastpath/clock.py)
+ * and also across a --pin takeover. An element of the series array (the
+ * slot's tick_cfg.series_idx) is rewritten in place, never swapped, and the
+ * packet with number n sits at n mod BFD_SERIES_DEPTH: a refill writes the
+ * same bytes where the clock may be reading. The clock goes on from
+ * tick_state.series_next while the series' epoch is the one it last sent
+ * from; a new epoch (the engine sent a packet of its own in between) starts
+ * again at first_seq.
  */
-#define BFD_SERIES_DEPTH 64         /* packets a series holds; a power of two */
+#define BFD_SERIES_DEPTH 512        /* packets a series holds; a power of two */
 #define BFD_SERIES_MAX 128          /* sessions with a series at once */
 struct bfd_series {
-	__u32 first_seq;        /* pkt[i] carries Sequence Number first_seq + i */
-	__u32 count;            /* packets in pkt, at most BFD_SERIES_DEPTH */
-	__u32 sent;             /* of them, how many the clock sent (written by the kernel) */
+	__u32 slot;             /* the session's: a series of another slot's is not sent */
+	__u32 epoch;            /* never 0; a new one each time the numbers start again */
+	__u32 first_seq;        /* the series holds first_seq .. first_seq + count - 1 */
+	__u32 count;            /* at most BFD_SERIES_DEPTH; 0: stopped */
 	__u8 pkt_len;           /* of each packet */
-	__u8 pad[3];
-	__u64 not_before_ns;    /* CLOCK_MONOTONIC: the engine's last packet + the minimum gap */
-	__u8 pkt[BFD_SERIES_DEPTH * BFD_PKT_MAX];  /* packet i at i x BFD_PKT_MAX (bcc's ctypes take one dimension) */
+	__u8 pad[7];
+	__u64 not_before_ns;    /* CLOCK_MONOTONIC: none of this epoch before (the engine's last packet + the minimum gap) */
+	__u8 pkt[BFD_SERIES_DEPTH * BFD_PKT_MAX];  /* number n at (n mod DEPTH) x BFD_PKT_MAX (bcc's ctypes take one dimension) */
 };
 
 /* The frame's header; its padding carries nothing. */
@@ -416,7 +421,8 @@ struct bfd_tick_cfg {
 	__u16 len_min;          /* the next period is len / BFD_TICK_LEN_FULL x period_ns, */
 	__u16 len_max;          /* len picked at random in [len_min, len_max] (RFC 5880 §6.8.7 jitter) */
 	__u8 pkt_len;           /* of pkt: 24, or more with an auth section */
-	__u8 pad[3];
+	__u8 pad;
+	__u16 series_idx;       /* BFD_TICK_SERIES: the element of the series array that is the slot's */
 	__u64 period_ns;        /* the nominal transmit interval */
 	__u64 lost_ns;          /* the sweep reports a frame not seen for this long */
 	__u64 armed_ns;         /* CLOCK_MONOTONIC when this generation's frame was sent in */
@@ -432,6 +438,8 @@ struct bfd_tick_state {
 	__u64 gated;            /* ticks while the dead-man gate was closed */
 	__u32 gen_seen;         /* the generation of the last frame that came round */
 	__u32 lost_gen;         /* the generation the sweep reported lost */
+	__u32 series_next;      /* BFD_TICK_SERIES: the number of the next packet to send from the series */
+	__u32 series_epoch;     /* ... of the series of this epoch (bfd_abi.h, struct bfd_series) */
 };
 
 /* Per-CPU counters of the tick program, as BFD_COUNTERS. */

@@ -44,8 +44,8 @@ BFD_TABLE("percpu_array", __u32, __u64, counters, BFD_C_MAX);
 BFD_TABLE("array", __u32, struct bfd_tick_cfg, tick_cfg, BFD_MAX_SESSIONS + 1);
 BFD_TABLE_MAPPED("array", __u32, struct bfd_tick_state, tick_state, BFD_MAX_SESSIONS + 1);
 BFD_TABLE("array", __u32, struct bfd_down_pkt, down_pkt, BFD_MAX_SESSIONS);
-/* Pinned: a successor reads how far the clock got through its predecessor's series. */
-BFD_TABLE("hash", __u32, struct bfd_series, series, BFD_SERIES_MAX);
+/* Pinned: a successor goes on with its predecessor's series (the slot's tick_cfg names the element). */
+BFD_TABLE("array", __u32, struct bfd_series, series, BFD_SERIES_MAX);
 /*
  * Slots whose Down the courier sends. Each engine's own, not pinned: a Down
  * queued in the instant a successor swaps its programs in is lost with it, and

@@ -15,8 +15,8 @@
  *      current control packet from the maps and clones it out the interface
  *      the peer's packets come in by, while the dead-man gate is open and
  *      the sweep has not found the peer silent (as XDP stops answering); for
- *      a meticulous key, the next packet of the series the engine signed
- *      ahead, or nothing (bfd_abi.h, struct bfd_series);
+ *      a meticulous key, the next packet of the series the engine keeps
+ *      signed ahead, or nothing when it ran dry (bfd_abi.h, struct bfd_series);
  *   3. resizes the frame to the period after the next one (htb waits a
  *      released frame's length before the next release: the frame's length
  *      on arrival is the time to the next tick), a random length (RFC 5880
@@ -307,20 +307,27 @@ int bfd_tick(struct __sk_buff *skb)
 	const __u8 *pkt = tc->pkt;
 	__u32 pkt_len = tc->pkt_len;
 	struct bfd_series *sr = NULL;
+	__u32 seq = 0, epoch = 0;
 
 	if (tc->flags & BFD_TICK_SERIES) {
-		/* A meticulous key: the engine's own packets, or what it signed ahead (bfd_abi.h). */
-		sr = series.lookup(&slot);
-		if (sr && sr->sent < sr->count && sr->sent < BFD_SERIES_DEPTH && now >= sr->not_before_ns) {
-			pkt = sr->pkt + (sr->sent & (BFD_SERIES_DEPTH - 1)) * BFD_PKT_MAX;
-			pkt_len = sr->pkt_len;
-		} else {
-			sr = NULL;
-			pkt = NULL;
+		/* A meticulous key: the next packet of the series the engine signed (bfd_abi.h). */
+		__u32 idx = tc->series_idx;
+
+		pkt = NULL;
+		sr = series.lookup(&idx);
+		if (sr && sr->slot == slot && now >= sr->not_before_ns) {
+			epoch = sr->epoch;
+			seq = ts->series_epoch == epoch ? ts->series_next : sr->first_seq;
+			if (seq - sr->first_seq < sr->count && sr->count <= BFD_SERIES_DEPTH) {
+				pkt = sr->pkt + (seq & (BFD_SERIES_DEPTH - 1)) * BFD_PKT_MAX;
+				pkt_len = sr->pkt_len;
+			}
 		}
+		if (!pkt)
+			sr = NULL;
 	}
 	if (!pkt) {
-		tick_count(BFD_TC_TICK_UNPAID);  /* nothing signed ahead: the engine sends */
+		tick_count(BFD_TC_TICK_UNPAID);  /* nothing signed ahead (none yet, or run dry) */
 	} else if (last && within(now, last, c->min_gap_ns)) {
 		ts->skipped++;
 		tick_count(BFD_TC_TICK_SKIPPED);
@@ -342,7 +349,9 @@ int bfd_tick(struct __sk_buff *skb)
 		__sync_fetch_and_add(&st->ktx_bytes, pkt_len);
 		tick_count(BFD_TC_TICK_SENT);
 		if (sr) {
-			sr->sent++;  /* only this slot's frame writes it */
+			/* Only this slot's frame writes them; the engine refills from here. */
+			ts->series_epoch = epoch;
+			ts->series_next = seq + 1;
 			tick_count(BFD_TC_TICK_PREPAID);
 		}
 	} else {

@@ -326,7 +326,10 @@ class Engine:
 
     def service(self, entry: Entry, now: int) -> None:
         s = entry.session
-        for pkt in s.datagrams_to_send(now):
+        pkts = s.datagrams_to_send(now)
+        if pkts and entry.outgoing is not None:
+            pkts = entry.outgoing(entry, pkts)
+        for pkt in pkts:
             entry.send(pkt)
         if entry.announced:
             for told in entry.announced:
@@ -409,7 +412,12 @@ class Engine:
 
     def _drain(self, receiver: Receiver, now: int) -> None:
         for dg in receiver.datagrams():
+            # Each stamped as it is read, not at the wake-up: after a stall a backlog of a
+            # meticulous key's packets (each verified here) took 30 ms to read, and the peer's
+            # last packet, stamped with the wake-up, was a detection time old when the timers
+            # ran after it (docs/engine.md).
             self.on_datagram(dg, now)
+            now = now_us()
             if self.reactor.pending_signals:
                 # A signal waits (a takeover's request, a stop): it goes before the rest of a
                 # burst, which waits in the socket (docs/benchmarks.md, "A signal ends the

@@ -74,6 +74,9 @@ class Entry:
     kcfg: dict[str, Any] | None = None
     last_detection_us: int | None = None  # silence the kernel measured at its last expiry report
     last_detection_overshoot_us: int | None = None  # ... less the detection time then in force
+    # Set by a plugin that must see the session's own packets before they leave (a meticulous
+    # key's, numbered after what the kernel sent for it: fastpath/series.py); returns what to send.
+    outgoing: Callable[[Entry, list[bytes]], list[bytes]] | None = None
     # Transitions the controller heard of ahead of the session's service (Host.announce), whose
     # log line that service still writes. Never outlives the turn of the loop: not handed over.
     announced: list[StateChanged] = field(default_factory=list)

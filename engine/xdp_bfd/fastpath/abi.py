@@ -106,6 +106,7 @@ _SIZES = {
     "tick_watch_chunk": "BFD_TICK_WATCH_CHUNK",
     "tick_watch_copies": "BFD_TICK_WATCH_COPIES",
     "series_depth": "BFD_SERIES_DEPTH",
+    "series_max": "BFD_SERIES_MAX",
     "sbfd_max_reflectors": "BFD_SBFD_MAX_REFLECTORS",
     "sbfd_port": "BFD_PORT_SBFD",
     "echo_ring": "BFD_ECHO_RING",
@@ -180,6 +181,7 @@ class Abi:
     tick_watch_chunk: int
     tick_watch_copies: int
     series_depth: int  # packets a meticulous key's series holds (struct bfd_series)
+    series_max: int  # sessions with a series at once (elements of the series array)
     sbfd_max_reflectors: int
     sbfd_port: int  # RFC 7881's, restated for C: checked against netio by the unit tests
     echo_ring: int  # the returns XDP keeps per session (struct bfd_echo_rtt.ring)

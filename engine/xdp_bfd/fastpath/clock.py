@@ -13,10 +13,11 @@ Not clocked, so still sent by the session itself: sessions not Up or whose
 peer is not Up yet (bring-up at the slow rate), a peer in Demand mode
 (nothing periodic is sent at all), and sessions the kernel does not see the
 packets of. A meticulous authenticated type (a new digest per packet; the
-others' packet is signed once per change, Session.template) has a clock that
-sends nothing while the engine runs: a --pin handover fills it with the
-packets the session would send next, signed ahead (a series, bfd_abi.h), so
-the session's peer hears from it while engines change.
+others' packet is signed once per change, Session.template) is clocked all
+the same: its clock sends the packets the engine keeps signed ahead of it (a
+series, fastpath/series.py), refilled well before they run out and topped up
+as a --pin handover begins, so the session's peer hears from the kernel
+while the engine is late, stopped or being replaced.
 
 Per session the engine writes ``tick_cfg`` once per change (the packet, the
 period, the generation) and changes the htb class when the interval does;
@@ -47,6 +48,7 @@ from ..core.host import Entry, Host, PacketCounts
 from .kernel import FastPath
 from .loop import LOOP_A, ShapedLoop
 from .mapped import element_reader, read_all
+from .series import Series
 
 log = logging.getLogger("xdp_bfd")
 
@@ -64,9 +66,9 @@ SHARE_HOLD_NS = 10_000_000_000
 # foresaw (bpf/tick.c), so this bounds only how stale that aim may get; its shortest round is the
 # header's BFD_COURIER_SHORT_NS.
 COURIER_PERIOD_NS = 4_000_000
-# A series covers this long of a handover (or the header's BFD_SERIES_DEPTH packets, if fewer):
-# a takeover's request to the successor's restore is well under it (docs/benchmarks.md).
-SERIES_COVER_NS = 1_000_000_000
+# How often the series are looked at for a refill: far less than what one holds (the header's
+# BFD_SERIES_DEPTH packets, a refill due at a quarter of them sent: about a second at 3x10 ms).
+REFILL_US = 100_000
 
 
 def ticks_per_s(period_ns: int) -> float:
@@ -88,6 +90,7 @@ class Tick:
     class_ns: int = 0  # the period of the slot's htb class as last set, 0 when it has none
     held_ns: int = 0  # stopped but keeping its share until then (CLOCK_MONOTONIC), 0 when not
     series: bool = False  # a meticulous key: sends only what a series holds (BFD_TICK_SERIES)
+    series_idx: int = 0  # ... the element of the series array that is the slot's
 
 
 _U32 = struct.Struct("=I")
@@ -120,11 +123,13 @@ class Clock:
         self.holds: collections.deque[tuple[int, int]] = collections.deque()  # (until_ns, slot), oldest first
         abi = fp.abi
         self.run_flag, self.series_flag = int(abi.TickFlag.RUN), int(abi.TickFlag.SERIES)
-        self.series_depth = abi.series_depth
-        # Clocked sessions of a meticulous key, by slot: the handover signs their packets ahead.
+        self.series = Series(fp)
+        # Clocked sessions of a meticulous key, by slot: their packets are signed ahead.
         self.signing: dict[int, Entry] = {}
-        # Adopted with a predecessor's series possibly running: resumed before their first packet.
+        # Adopted with a predecessor's series possibly running: serviced once the loop is about to run.
         self.prepaid: dict[int, Entry] = {}
+        self._refill_at: int | None = None
+        self._series_said = False
         self.len_full, self.len_min = abi.tick_len_full, abi.tick_len_min
         self.ethertype, self.magic = abi.tick_ethertype, abi.tick_magic
         self.down_magic, self.down_batch = abi.down_magic, abi.down_batch
@@ -238,11 +243,16 @@ class Clock:
             armed_ns=int(c.armed_ns),
             class_ns=int(c.period_ns),  # the predecessor's class, left in place
             series=bool(c.flags & self.series_flag),
+            series_idx=int(c.series_idx),
         )
-        if self.ticks[entry.slot].running:
+        t = self.ticks[entry.slot]
+        if t.running:
             self.load += ticks_per_s(int(c.period_ns))
             self.clocked.add(entry.slot)
-        if self.ticks[entry.slot].series and self.signs_ahead(entry):
+        if t.series and self.signs_ahead(entry):
+            entry.outgoing = self.outgoing
+            if t.running:
+                self.series.adopt(entry.slot, t.series_idx, entry)
             self.prepaid[entry.slot] = entry
 
     def removed(self, entry: Entry) -> None:
@@ -257,9 +267,8 @@ class Clock:
             self.ticks[entry.slot] = Tick(gen=t.gen)
             self.loop.drop_class(entry.slot)
         self.refused.discard(entry.slot)
-        self.signing.pop(entry.slot, None)
-        if self.prepaid.pop(entry.slot, None) is not None:
-            self._drop_series(entry.slot)  # adopted, then removed (the arguments): nobody goes on after it
+        self._unsign(entry)
+        self.prepaid.pop(entry.slot, None)
 
     def serviced(self, entry: Entry) -> None:
         slot = entry.slot
@@ -270,7 +279,7 @@ class Clock:
         if not self.wanted(entry):
             if t.running:
                 self._stop(slot, t, hold=True)
-            self.signing.pop(slot, None)
+            self._unsign(entry)
             return
         period_ns = s.tx_interval_us * 1000
         series = self.signs_ahead(entry)
@@ -287,8 +296,12 @@ class Clock:
                 self._stop(slot, t)
             self._release(slot, t)
             self._refuse(slot, entry)
-            self.signing.pop(slot, None)
+            self._unsign(entry)
             return
+        if series:
+            t.series_idx = self._claim(slot, entry, t)
+        elif t.series:
+            self._unsign(entry)  # a meticulous key changed for another type: its clock sends the map's
         t.held_ns = 0
         self.held.discard(slot)
         if not t.running or period_ns < t.period_ns:
@@ -304,16 +317,17 @@ class Clock:
             t.running, t.period_ns, t.lengths, t.pkt, t.series = True, period_ns, lengths, pkt, series
             self.clocked.add(slot)
             self._start(slot, t)
-        elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt:
+        elif period_ns != t.period_ns or lengths != t.lengths or pkt != t.pkt or series != t.series:
             if period_ns != t.period_ns:
                 self.loop.set_class(slot, period_ns, self.len_full)
                 t.class_ns = period_ns
                 self.load += cost
-            t.period_ns, t.lengths, t.pkt = period_ns, lengths, pkt
+            t.period_ns, t.lengths, t.pkt, t.series = period_ns, lengths, pkt, series
             self._write(slot, t)
-        if series:
-            self.signing[slot] = entry
-        else:
+        if not series:
+            s.periodic_tx_external = True
+        elif slot in self.series.runs:
+            self._pay(slot, entry, t)
             s.periodic_tx_external = True
 
     def _stop(self, slot: int, t: Tick, *, hold: bool = False) -> None:
@@ -360,9 +374,6 @@ class Clock:
         t.gen = (t.gen + 1) & 0xFFFFFFFF
         t.armed_ns = time.monotonic_ns()
         self._write(slot, t)
-        if t.series:
-            # One another engine left in this slot would speak for a session that is not this one.
-            self._drop_series(slot)
         magic = self.courier_magic if slot == self.courier_slot else self.magic
         self.loop.inject(slot, t.gen, self.len_min, self.ethertype, magic)
 
@@ -378,72 +389,93 @@ class Clock:
         leaf.armed_ns = t.armed_ns
         ctypes.memmove(leaf.pkt, t.pkt, min(len(t.pkt), ctypes.sizeof(leaf.pkt)))
         leaf.pkt_len = len(t.pkt)
+        leaf.series_idx = t.series_idx
         self.cfg[self.cfg.Key(slot)] = leaf
 
-    # -- series: a meticulous key's packets signed ahead for a handover --------------------
+    # -- series: a meticulous key's packets signed ahead (fastpath/series.py) ---------------
+
+    def _claim(self, slot: int, entry: Entry, t: Tick) -> int:
+        """The slot's element of the series array; without one (all taken) the clock stands by and
+        the session sends its packets itself, as before series existed."""
+        self.signing[slot] = entry
+        if entry.outgoing is None:
+            entry.outgoing = self.outgoing
+        idx = self.series.claim(slot)
+        if idx is None:
+            if not self._series_said:
+                self._series_said = True
+                log.warning(
+                    "kernel-tx: every one of the %d series is taken; %s -> %s and any further"
+                    " meticulous session send their own packets",
+                    len(self.series.runs),
+                    entry.session.config.local or "*",
+                    entry.session.config.peer,
+                )
+            return t.series_idx
+        if t.running and idx != t.series_idx:
+            t.series_idx = idx
+            self._write(slot, t)
+        return idx
+
+    def _pay(self, slot: int, entry: Entry, t: Tick) -> None:
+        """Keep the session's series running: a new one after a packet of its own, else a refill
+        if stale."""
+        run = self.series.runs[slot]
+        if not run.running:
+            s = entry.session
+            self.series.start(slot, entry, s.last_tx_us * 1000 + math.ceil(t.period_ns * JITTER_LOW))
+        else:
+            self.series.refill(slot, entry)
+        if self._refill_at is None:
+            self._refill_at = self.now_ns() // 1000 + REFILL_US
+            self.host.call_at(self._refill_at, self._refill)
+
+    def _refill(self, now_us: int) -> None:
+        self._refill_at = None
+        for slot, run in list(self.series.runs.items()):
+            entry = self.signing.get(slot)
+            if entry is not None and run.running:
+                self.series.refill(slot, entry)
+        if any(run.running for run in self.series.runs.values()):
+            self._refill_at = now_us + REFILL_US
+            self.host.call_at(self._refill_at, self._refill)
+
+    def outgoing(self, entry: Entry, pkts: list[bytes]) -> list[bytes]:
+        """The session's own packets (``Entry.outgoing``): its series stops and they take the
+        numbers after the clock's next one."""
+        slot = entry.slot
+        nxt = self.series.stop(slot) if slot is not None else None
+        if nxt is None:
+            return pkts
+        return [entry.session.renumbered(pkt, nxt + i) for i, pkt in enumerate(pkts)]
+
+    def _unsign(self, entry: Entry) -> None:
+        """The session's clock stops or it leaves: its series ends, its next packet after it."""
+        slot = entry.slot
+        if slot is None or (self.signing.pop(slot, None) is None and slot not in self.series.runs):
+            return
+        nxt = self.series.release(slot)
+        if nxt is not None:
+            entry.session.resume_sequence(nxt)
 
     def prepay(self) -> int:
-        """Sign each meticulous session's next packets for its clock to send: the engine is about
-        to hand over (--pin) and sends nothing more. Returns how many sessions have a series; one
-        that cannot be written (the map full) just has none, as before series existed.
-        """
-        series, depth = self.fp.series, self.series_depth
-        written = 0
+        """Top every running series up to the whole depth: the engine is about to hand over (--pin)
+        and signs nothing until its successor serves. Returns how many there are."""
+        topped = 0
         for slot, entry in self.signing.items():
-            t = self.ticks.get(slot)
-            if t is None or not t.running or not t.period_ns:
-                continue
-            s = entry.session
-            count = min(depth, math.ceil(SERIES_COVER_NS / t.period_ns))
-            pkts = s.series(count)
-            leaf = series.Leaf()
-            leaf.first_seq = s.xmit_seq
-            leaf.count, leaf.sent, leaf.pkt_len = count, 0, len(pkts[0])
-            # §6.8.7 from the session's own last packet: the series goes on from there.
-            leaf.not_before_ns = s.last_tx_us * 1000 + math.ceil(t.period_ns * JITTER_LOW)
-            row, base = self.fp.abi.pkt_max, ctypes.addressof(leaf.pkt)  # packet i at i x BFD_PKT_MAX
-            if ctypes.sizeof(leaf.pkt) < count * row:
-                raise ValueError(f"a series holds {ctypes.sizeof(leaf.pkt)} bytes, not {count} x {row}")
-            for i, pkt in enumerate(pkts):
-                ctypes.memmove(base + i * row, pkt, min(len(pkt), row))
-            try:
-                series[series.Key(slot)] = leaf
-            except Exception as e:  # bcc raises a bare Exception for a failed update (the map full)
-                log.warning("kernel-tx: no series for slot %d (%s): its peer hears nothing until the"
-                            " successor serves", slot, e)  # fmt: skip
-                continue
-            written += 1
-        return written
+            run = self.series.runs.get(slot)
+            if run is not None and run.running:
+                self.series.refill(slot, entry, full=True)
+                topped += 1
+        return topped
 
     def resume(self) -> list[Entry]:
-        """Before any adopted session with a series sends (the restore leaves them unserviced):
-        stop every series a predecessor left and move each such session's Sequence Number past
-        what its clock sent. Returns those sessions, to be serviced at once (their clock has
-        stopped sending for them).
-        """
-        series = self.fp.series
-        out = []
-        for key, leaf in list(series.items()):
-            slot = int(key.value)
-            first, sent = int(leaf.first_seq), int(leaf.sent)
-            self._drop_series(slot)
-            entry = self.prepaid.pop(slot, None)
-            if entry is not None:
-                # One more than sent: a tick may have been sending as the map was read.
-                entry.session.resume_sequence(first + sent + 1)
-                out.append(entry)
+        """The adopted sessions of a meticulous key, to be serviced now that the loop is about to
+        run (the restore leaves them unserviced): their series go on where the kernel is, signed
+        again if their packet changed, and their own packets are numbered after it."""
+        out = list(self.prepaid.values())
         self.prepaid.clear()
         return out
-
-    def unpay(self) -> None:
-        """The handover failed and this engine serves on: its sessions go on after the series."""
-        self.prepaid = {slot: e for slot, e in self.signing.items()}
-        self.resume()
-
-    def _drop_series(self, slot: int) -> None:
-        series = self.fp.series
-        with contextlib.suppress(KeyError):
-            del series[series.Key(slot)]
 
     # -- Downs ------------------------------------------------------------------------
 
@@ -521,9 +553,12 @@ class Clock:
             return
         t = self.ticks.get(entry.slot, Tick())
         st = self.state_reader[entry.slot]
-        # A meticulous key's clock stands by: it sends only a handover's series (tick.c).
-        out["kernel_clock"] = t.running and not t.series
-        out["kernel_clock_standby"] = t.running and t.series
+        # A meticulous key's clock sends its series; without one (none free) it stands by.
+        paid = t.series and self.series.left(entry.slot) > 0
+        out["kernel_clock"] = t.running and (not t.series or paid)
+        out["kernel_clock_standby"] = t.running and t.series and not paid
+        if t.series:
+            out["series_left"] = self.series.left(entry.slot)
         out["tick_sent"] = int(st.sent)
         out["tick_skipped"] = int(st.skipped)
         out["tick_gated"] = int(st.gated)
@@ -532,11 +567,15 @@ class Clock:
 
     def document(self, doc: dict[str, Any]) -> None:
         courier = self.ticks.get(self.courier_slot, Tick())
+        series = sum(1 for run in self.series.runs.values() if run.running)
+        standby = len([slot for slot in self.signing if slot in self.clocked]) - series
         doc["kernel_clock"] = {
             "loop": LOOP_A,
-            "clocked_sessions": len(self.clocked) - len(self.signing),
-            # Meticulous keys' clocks, sending only what a handover signs ahead for them.
-            "standby_sessions": len(self.signing),
+            "clocked_sessions": len(self.clocked) - standby,
+            # Meticulous keys' clocks, sending the packets the engine signs ahead for them.
+            "series_sessions": series,
+            # ... and those without a series (every element taken): the session sends itself.
+            "standby_sessions": standby,
             # The frame that sends the Downs the sweep queues: running, and sent in again after a loss.
             "courier": {"running": courier.running, "restarts": courier.restarts},
             # Stopped when their session left Up, still holding their share (SHARE_HOLD_NS).

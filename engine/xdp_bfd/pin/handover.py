@@ -451,7 +451,7 @@ def hand_over(
     assert fp.pin is not None and fp.pinned is not None
     prepared = prepared if prepared is not None else Prepared()
     t0 = time.monotonic_ns()
-    # First: the series take over from the session's own next packet, before the encoding delays it.
+    # First: the series topped up (a meticulous key's packets), before the encoding delays it.
     prepaid = _prepay(clock)
     # From here the engine serves nothing (the kernel does): its reservation would only stretch the
     # encoding and the exit, 1 ms of CPU in 10, to several times their length (docs/benchmarks.md).
@@ -471,8 +471,6 @@ def hand_over(
         rewritten = fp.pinned.write_blob(blob, previous)
     except Exception as e:
         gc.enable()
-        if clock is not None and prepaid:
-            clock.unpay()
         log.error(
             "pin: cannot hand over: %s; still serving%s",
             e,
@@ -507,7 +505,7 @@ def hand_over(
         (t_sessions - t_written) / 1e6,
         (t_packet - t_sessions) / 1e6,
         (t_departed - t_packet) / 1e6,
-        f", {prepaid} series signed ahead in {(t_signed - t0) / 1e6:.1f} ms" if prepaid else "",
+        f", {prepaid} series topped up in {(t_signed - t0) / 1e6:.1f} ms" if prepaid else "",
         f", out of the {left[0]}/{left[1]}us reservation" if left else "",
     )
     for h in logging.getLogger().handlers:
@@ -519,14 +517,14 @@ def hand_over(
 
 
 def _prepay(clock: Clock | None) -> int:
-    """The meticulous keys' series (fastpath.clock); a failure costs only their gap, as before."""
+    """The meticulous keys' series topped up (fastpath.clock); a failure leaves them as they are
+    (a second or more of packets ahead of the clock)."""
     if clock is None or not clock.signing:
         return 0
     try:
         return clock.prepay()
     except Exception as e:  # the handover goes on without them
-        log.warning("pin: the meticulous sessions' packets were not signed ahead (%s)", e)
-        clock.unpay()
+        log.warning("pin: the meticulous sessions' series were not topped up (%s)", e)
         return 0
 
 

@@ -109,10 +109,11 @@ class Started:
         self.mark("attached")
 
     def resume_series(self) -> None:
-        """Last before the loop runs: the sessions a predecessor's series spoke for (a meticulous
-        key, fastpath.clock) go on after what the kernel sent, and send at once. Not at the
-        restore: what follows it before the loop (the arguments, READY) took up to 0.2 s at 1024
-        sessions, past a 30 ms detection time, with the series stopped (docs/benchmarks.md).
+        """Last before the loop runs: the sessions a predecessor's series speaks for (a meticulous
+        key, fastpath.series) are serviced: their series goes on from where the kernel is, and
+        their silence counts from now. Not at the restore: what follows it before the loop (the
+        arguments, READY) took up to 0.2 s at 1024 sessions, past a 30 ms detection time, judged
+        by the engine itself for these sessions (docs/benchmarks.md).
         """
         if self.clock is None:
             return

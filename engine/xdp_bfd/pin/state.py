@@ -1181,8 +1181,8 @@ def _adopt(
             clock.adopted(entry)
         out.append(entry)
     host.handoff.leave(DPLANE_SESSIONS, bookkeeping)
-    # A meticulous key's clock sends what the predecessor signed ahead until the loop is about to
-    # run (Started.resume_series): such a session sends nothing of its own before.
+    # A meticulous key's clock sends the series the predecessor topped up; such a session is
+    # serviced when the loop is about to run (Started.resume_series), its silence judged from then.
     held = clock.prepaid if clock is not None else {}
     now = now_us()
     later = []

@@ -14,8 +14,17 @@ import random
 from collections import deque
 from typing import Any, ClassVar
 
-from ..wire.control import Auth, ControlPacket, Diag, State, amended, encode_control, verify_auth
-from .config import SessionConfig
+from ..wire.control import (
+    Auth,
+    ControlPacket,
+    Diag,
+    State,
+    amended,
+    encode_control,
+    renumbered,
+    verify_auth,
+)
+from .config import AuthConfig, SessionConfig
 from .events import Rejected, RemoteParamsChanged, StateChanged
 from .timers import SLOW_TX_US, jittered, next_sequence, sequence_in_window
 
@@ -788,14 +797,28 @@ class Session:
         """
         return self._signed(amended(self._content(), poll=poll))
 
-    def series(self, count: int) -> list[bytes]:
-        """The ``count`` periodic packets the session would send next, signed at consecutive
-        Sequence Numbers from the current one, which does not move: for the kernel to send while
-        no engine does (a --pin handover), a meticulous key's packets being unsignable there.
-        Whoever sends the session's packets after them calls :meth:`resume_sequence`.
+    def series_content(self) -> tuple[ControlPacket, AuthConfig | None]:
+        """What each packet of a series carries now but its number, and the key that signs it:
+        when either changes, a series signed before is stale."""
+        return amended(self._content(), poll=self.poll_announced), self._config.auth
+
+    def series(self, first: int, count: int) -> list[bytes]:
+        """The periodic packets the session would send next, signed at the ``count`` consecutive
+        Sequence Numbers from ``first``, the session's own number left alone: for the kernel to
+        send (fastpath/series.py), a meticulous key's packets being unsignable there. Whoever
+        sends the session's packets after them calls :meth:`resume_sequence`.
         """
         pkt = amended(self._content(), poll=self.poll_announced)
-        return [self._signed(pkt, seq=(self._xmit_seq + i) % 2**32) for i in range(count)]
+        return [self._signed(pkt, seq=(first + i) % 2**32) for i in range(count)]
+
+    def renumbered(self, data: bytes, seq: int) -> bytes:
+        """``data``, a packet this session queued, signed again at ``seq`` (a number the kernel's
+        series had not reached), and the session's own number moved past it."""
+        auth = self._config.auth
+        if auth is None or not auth.keyed:
+            raise ValueError("only a keyed type's packets carry a Sequence Number")
+        self.resume_sequence(seq + 1)
+        return renumbered(data, seq, auth.secret)
 
     def resume_reading(self, now_us: int) -> None:
         """A successor restored the session (--pin): what the peer sent since the old engine's

@@ -26,6 +26,7 @@ __all__ = [
     "amended",
     "decode_control",
     "encode_control",
+    "renumbered",
     "verify_auth",
 ]
 
@@ -241,6 +242,27 @@ def encode_control(pkt: ControlPacket, *, secret: bytes | None = None) -> bytes:
         start = MIN_LEN + _auth.KEYED_HEADER.size
         packet = packet[:start] + digest + packet[start + len(digest) :]
     return packet
+
+
+def renumbered(data: bytes, sequence: int, secret: bytes) -> bytes:
+    """``data``, a packet of a keyed type as :func:`encode_control` made it, at Sequence Number
+    ``sequence`` and signed again: the same packet as if it had been encoded at that number.
+
+    For a sender that learns its packet's number only as it sends it (a meticulous key's
+    packets beside a series the kernel sends, fastpath/series.py). Raises ValueError for a
+    packet without a keyed section.
+    """
+    if len(data) < MIN_LEN + _auth.KEYED_HEADER.size or not data[1] & _A:
+        raise ValueError("no authentication section to renumber")
+    auth_type = data[MIN_LEN]
+    if auth_type not in _auth.KEYED:
+        raise ValueError(f"auth type {auth_type} carries no Sequence Number")
+    head = bytearray(data)
+    struct.pack_into("!I", head, MIN_LEN + 4, sequence % 2**32)
+    digest = _auth.keyed_digest(bytes(head), MIN_LEN, auth_type, secret)
+    start = MIN_LEN + _auth.KEYED_HEADER.size
+    head[start : start + len(digest)] = digest
+    return bytes(head)
 
 
 def _encode_fixed(pkt: ControlPacket, length: int) -> bytes:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 from types import SimpleNamespace
 
+from xdp_bfd.core.clock import now_us
 from xdp_bfd.core.engine import Engine
 from xdp_bfd.core.netio import Receiver
 
@@ -47,6 +49,29 @@ def test_without_a_signal_a_burst_is_read_whole_up_to_the_batch():
     try:
         got = [(dg.data[0], len(dg.data), dg.src.version) for dg in rx.datagrams()]
         assert got == [(i, 24, 4) for i in range(5)]
+    finally:
+        rx.close()
+        tx.close()
+
+
+def test_each_datagram_is_stamped_as_it_is_read_not_at_the_wake_up():
+    """A backlog that takes long to handle (a meticulous key's, verified here) must not leave the
+    peer's last packet stamped with the wake-up: the timers judge silence right after the read."""
+    rx, tx = _burst(4)
+    try:
+        stamps: list[int] = []
+
+        def on_datagram(_dg, now):
+            stamps.append(now)
+            spin = now_us() + 2_000  # 2 ms of handling, on the same clock as the stamps
+            while now_us() < spin:
+                pass
+
+        host = SimpleNamespace(on_datagram=on_datagram, reactor=SimpleNamespace(pending_signals=[]))
+        woke = now_us()
+        Engine._drain(host, rx, woke)  # type: ignore[arg-type]
+        assert stamps[0] == woke and len(stamps) == 4
+        assert all(b - a >= 2_000 for a, b in itertools.pairwise(stamps))
     finally:
         rx.close()
         tx.close()

@@ -27,6 +27,7 @@ from xdp_bfd.fastpath.clock import (
     SHARE_HOLD_NS,
     Clock,
 )
+from xdp_bfd.fastpath.series import START_COUNT
 from xdp_bfd.session import AuthConfig
 from xdp_bfd.wire import control
 
@@ -85,38 +86,54 @@ class _Loop:
 def _cfg_leaf() -> SimpleNamespace:
     return SimpleNamespace(
         flags=0, gen=0, classid=0, loop_ifindex=0, len_min=0, len_max=0, period_ns=0, lost_ns=0, armed_ns=0,
-        pkt_len=0,
+        pkt_len=0, series_idx=0,
         pkt=(ctypes.c_ubyte * ABI.control_len)(),
     )  # fmt: skip
 
 
 def _state_leaf() -> SimpleNamespace:
-    return SimpleNamespace(last_tick_ns=0, ticks=0, sent=0, skipped=0, gated=0, gen_seen=0, lost_gen=0)
+    return SimpleNamespace(
+        last_tick_ns=0, ticks=0, sent=0, skipped=0, gated=0, gen_seen=0, lost_gen=0,
+        series_next=0, series_epoch=0,
+    )  # fmt: skip
 
 
-def _fast_path(tick_cfg: _Map, handlers: dict) -> SimpleNamespace:
-    """A FastPath's parts as the Clock reaches them; ``handlers`` gets what it registers."""
+def _series_leaf() -> SimpleNamespace:
+    return SimpleNamespace(
+        slot=0, epoch=0, first_seq=0, count=0, pkt_len=0, not_before_ns=0,
+        pkt=(ctypes.c_ubyte * (ABI.series_depth * ABI.pkt_max))(),
+    )  # fmt: skip
+
+
+def _fast_path(tick_cfg: _Map, handlers: dict, kernel: SimpleNamespace | None = None) -> SimpleNamespace:
+    """A FastPath's parts as the Clock reaches them; ``handlers`` gets what it registers;
+    ``kernel``: the maps a predecessor left (tick_state, series), else new ones."""
     return SimpleNamespace(
         abi=ABI,
         max_sessions=ABI.max_sessions,
         tick_cfg=tick_cfg,
-        tick_state=_Map(_state_leaf),
+        tick_state=kernel.tick_state if kernel else _Map(_state_leaf),
+        series=kernel.series if kernel else _Map(_series_leaf),
         events=SimpleNamespace(on=handlers.__setitem__),
         tick_counters=SimpleNamespace(totals=dict),
     )
 
 
 def _clock(
-    budget: int = 25_000, tick_cfg: _Map | None = None, *, adopted: bool = False
+    budget: int = 25_000, tick_cfg: _Map | None = None, *, adopted: bool = False, after: Clock | None = None
 ) -> tuple[Clock, _Loop, _Map]:
-    """``tick_cfg``: the map a predecessor left (a --pin successor's clock), ``adopted`` its loop.
+    """``tick_cfg``: the map a predecessor left (a --pin successor's clock), ``adopted`` its loop,
+    ``after``: the predecessor, whose kernel state (tick_state, series) this one finds.
 
-    The courier's start (its own tests below) is taken out of the loop's records.
+    The courier's start (its own tests below) is taken out of the loop's records. The host
+    records what is asked to be called when (``clock.host.calls``).
     """
     handlers: dict = {}
-    fp = _fast_path(tick_cfg or _Map(_cfg_leaf), handlers)
+    fp = _fast_path(tick_cfg or _Map(_cfg_leaf), handlers, after.fp if after else None)
     loop = _Loop(adopted=adopted)
-    clock = Clock(SimpleNamespace(), fp, loop, budget=budget)  # type: ignore[arg-type]
+    calls: list = []
+    host = SimpleNamespace(calls=calls, call_at=lambda deadline, cb: calls.append((deadline, cb)))
+    clock = Clock(host, fp, loop, budget=budget)  # type: ignore[arg-type]
     assert handlers == {ABI.Event.TICK_LOST: clock.on_lost}
     loop.injected = [i for i in loop.injected if i[0] != COURIER]
     loop.classes.pop(COURIER, None)
@@ -522,36 +539,10 @@ def test_the_counts_kept_as_clocks_change_agree_with_a_walk_of_every_tick() -> N
     assert {c for c, _ in seen} >= {1, 2} and {h for _, h in seen} >= {0, 1}
 
 
-# --- a meticulous key: a clock standing by, and a handover's series ---------------------------
+# --- a meticulous key: its clock sends a series the engine signs ahead ------------------------
 
 SECRET = b"series-key"
-
-
-class _Series:
-    """The series hash map as the Clock reaches it: Key(slot), Leaf(), set, delete, items()."""
-
-    def __init__(self) -> None:
-        self.data: dict[int, Any] = {}
-
-    @staticmethod
-    def Key(slot: int) -> SimpleNamespace:
-        return SimpleNamespace(value=slot)
-
-    @staticmethod
-    def Leaf() -> SimpleNamespace:
-        return SimpleNamespace(
-            first_seq=0, count=0, sent=0, pkt_len=0, not_before_ns=0,
-            pkt=(ctypes.c_ubyte * (ABI.series_depth * ABI.pkt_max))(),
-        )  # fmt: skip
-
-    def __setitem__(self, key: SimpleNamespace, leaf: Any) -> None:
-        self.data[key.value] = leaf
-
-    def __delitem__(self, key: SimpleNamespace) -> None:
-        del self.data[key.value]  # KeyError for a slot without one, as bcc
-
-    def items(self) -> list[tuple[SimpleNamespace, Any]]:
-        return [(self.Key(k), v) for k, v in self.data.items()]
+U32 = 2**32
 
 
 def _meticulous(clock: Clock, auth_type: control.AuthType = control.AuthType.METICULOUS_KEYED_SHA1) -> Entry:
@@ -565,94 +556,206 @@ def _meticulous(clock: Clock, auth_type: control.AuthType = control.AuthType.MET
         deliver(s, pkt, i * 1_000, secret=SECRET)
     assert s.both_up
     sent(s, 1_000)
-    clock.fp.series = getattr(clock.fp, "series", None) or _Series()
     clock.serviced(e)
     return e
 
 
-def test_a_meticulous_key_has_a_clock_that_stands_by_and_sends_nothing() -> None:
-    """Its packets need a new digest each, which the kernel cannot compute: the clock runs (a
-    handover fills it) with the series flag and no packet of the map's, and the session sends."""
-    clock, loop, cfg = _clock()
-    e = _meticulous(clock)
-    assert loop.injected == [(3, 1)]
-    assert cfg.data[3].flags == ABI.TickFlag.RUN | ABI.TickFlag.SERIES and cfg.data[3].pkt_len == 0
-    assert not e.session.periodic_tx_external
-    out: dict = {}
-    clock.session_stats(e, out, 0)
-    assert (out["kernel_clock"], out["kernel_clock_standby"]) == (False, True)
-    doc: dict = {}
-    clock.document(doc)
-    assert (doc["kernel_clock"]["clocked_sessions"], doc["kernel_clock"]["standby_sessions"]) == (0, 1)
-    # The session's own packets still go: a timer, then a packet signed at the next number.
-    seq = e.session.xmit_seq
-    _now, pkts = run_until(e.session, 1_000, 30_000)
-    assert pkts and pkts[0][1].auth.sequence == seq
+def _held(clock: Clock, first: int, count: int, auth_type: int) -> list[bytes]:
+    """The packets the slot's element holds for numbers first .. first + count - 1, each checked:
+    at its number's row, signed right, Up."""
+    leaf = clock.fp.series[clock.series.runs[3].idx]
+    raw, out = bytes(leaf.pkt), []
+    for n in range(first, first + count):
+        row = (n % ABI.series_depth) * ABI.pkt_max
+        p = raw[row : row + leaf.pkt_len]
+        assert p[24] == auth_type and seq_of(p) == n % U32, (n, seq_of(p))
+        assert p[32:] == keyed_digest(p, auth_type, SECRET)
+        assert control.decode_control(p).state == control.State.UP
+        out.append(p)
+    return out
+
+
+def _kernel_at(clock: Clock, n: int) -> None:
+    """The clock sent up to n - 1 of the slot's running series (tick.c writes these two)."""
+    st = clock.fp.tick_state[3]
+    st.series_epoch, st.series_next = clock.series.runs[3].epoch, n % U32
+    clock.fp.tick_state[3] = st
 
 
 @pytest.mark.parametrize(
     "auth_type", [control.AuthType.METICULOUS_KEYED_MD5, control.AuthType.METICULOUS_KEYED_SHA1]
 )
-def test_a_handover_signs_the_next_packets_and_the_successor_goes_on_after_what_the_kernel_sent(
-    auth_type: control.AuthType,
-) -> None:
-    old, _loop, cfg = _clock()
-    e = _meticulous(old, auth_type)
+def test_a_meticulous_key_is_clocked_from_a_series_signed_ahead(auth_type: control.AuthType) -> None:
+    """Its packets need a new digest each, which the kernel cannot compute: the engine signs the
+    next ones into the slot's element of the series array and the clock sends them, the session
+    none of its own."""
+    clock, loop, cfg = _clock()
+    e = _meticulous(clock, auth_type)
     s = e.session
+    run = clock.series.runs[3]
+    assert loop.injected == [(3, 1)]
+    c = cfg.data[3]
+    assert c.flags == ABI.TickFlag.RUN | ABI.TickFlag.SERIES and c.pkt_len == 0 and c.series_idx == run.idx
+    leaf = clock.fp.series[run.idx]
     first = s.xmit_seq
-    assert old.prepay() == 1
-    leaf = old.fp.series.data[3]
-    # 1 s of 10 ms packets does not fit: as many as the map holds, each at the next number.
-    assert (leaf.first_seq, leaf.count, leaf.sent) == (first, ABI.series_depth, 0)
+    assert (leaf.slot, leaf.epoch, leaf.first_seq, leaf.count) == (3, 1, first, START_COUNT)
     assert leaf.not_before_ns == s.last_tx_us * 1000 + math.ceil(10_000_000 * JITTER_LOW)
-    raw = bytes(leaf.pkt)
-    for i in range(leaf.count):
-        p = raw[i * ABI.pkt_max : i * ABI.pkt_max + leaf.pkt_len]
-        assert p[24] == auth_type and seq_of(p) == (first + i) % 2**32
-        assert p[32:] == keyed_digest(p, auth_type, SECRET)
-        assert control.decode_control(p).state == control.State.UP
-    assert s.xmit_seq == first  # signing ahead moves nothing: the successor decides
-    # The successor adopts the clock as it runs, the kernel having sent 5 of the series.
-    leaf.sent = 5
-    new, loop, _ = _clock(tick_cfg=cfg, adopted=True)
-    new.fp.series = old.fp.series
-    new.adopted(e)
-    assert new.resume() == [e]
-    assert new.fp.series.data == {}
-    # One number skipped: a tick may have been sending the sixth as the map was read.
-    assert s.xmit_seq == (first + 6) % 2**32
-    assert [d.auth.sequence for d in sent(s, 20_000)] == [(first + 6) % 2**32]  # within detection
-    new.serviced(e)
-    assert loop.injected == [] and new.signing == {3: e}
+    _held(clock, first, START_COUNT, auth_type)
+    assert s.periodic_tx_external
+    _now, pkts = run_until(s, 1_000, 25_000)  # within the detection time: the peer says nothing here
+    assert pkts == []  # nothing periodic of the session's own
+    out: dict = {}
+    clock.session_stats(e, out, 0)
+    assert (out["kernel_clock"], out["kernel_clock_standby"]) == (True, False)
+    assert out["series_left"] == START_COUNT
+    doc: dict = {}
+    clock.document(doc)
+    k = doc["kernel_clock"]
+    assert (k["clocked_sessions"], k["series_sessions"], k["standby_sessions"]) == (1, 1, 0)
+    # A refill is asked for: the engine signs ahead of the clock, the clock never waits for it.
+    assert [cb for _, cb in clock.host.calls] == [clock._refill]
 
 
-def test_a_failed_handover_leaves_the_engine_sending_after_the_series() -> None:
+def test_a_refill_goes_on_from_where_the_kernel_is_and_rewrites_nothing_it_may_be_reading() -> None:
     clock, _loop, _cfg = _clock()
     e = _meticulous(clock)
     first = e.session.xmit_seq
-    clock.prepay()
-    clock.fp.series.data[3].sent = 2
-    clock.unpay()
-    assert clock.fp.series.data == {} and e.session.xmit_seq == first + 3
+    before = _held(clock, first, START_COUNT, control.AuthType.METICULOUS_KEYED_SHA1)
+    _kernel_at(clock, first + 10)
+    clock._refill(200_000)
+    leaf = clock.fp.series[clock.series.runs[3].idx]
+    assert (leaf.epoch, leaf.first_seq, leaf.count) == (1, first + 10, ABI.series_depth)
+    after = _held(clock, first + 10, ABI.series_depth, control.AuthType.METICULOUS_KEYED_SHA1)
+    assert after[: START_COUNT - 10] == before[10:]  # the same bytes where they were
+    assert clock.series.left(3) == ABI.series_depth
+    # Nothing due while most of the depth is ahead: the element is left alone.
+    _kernel_at(clock, first + 20)
+    assert not clock.series.refill(3, e)
+    assert clock.host.calls[-1] == (300_000, clock._refill)  # and looked at again
 
 
-def test_a_series_another_engine_left_in_a_slot_dies_when_a_clock_starts_there() -> None:
+def test_a_packet_of_the_sessions_own_stops_the_series_and_takes_the_number_after_the_kernels() -> None:
+    """A Final to the peer's Poll: the series stops before it leaves; it carries one past the
+    kernel's next number (a tick may be sending that one), and a new epoch starts after it."""
     clock, _loop, _cfg = _clock()
-    clock.fp.series = _Series()
-    clock.fp.series.data[3] = _Series.Leaf()  # a predecessor's, its session not restored
-    _meticulous(clock)
-    assert clock.fp.series.data == {}
+    e = _meticulous(clock)
+    s = e.session
+    first = s.xmit_seq
+    _kernel_at(clock, first + 10)
+    poll = packet(control.State.UP, your=s.local_discr, desired_min_tx_us=10_000, required_min_rx_us=10_000,
+                  poll=True, auth=control.Auth(s.config.auth.type, 5, b"", 102))  # fmt: skip
+    deliver(s, poll, 2_000, secret=SECRET)
+    own = s.datagrams_to_send(2_000)
+    assert [control.decode_control(p).final for p in own] == [True]
+    assert e.outgoing is not None
+    out = e.outgoing(e, own)
+    leaf = clock.fp.series[clock.series.runs[3].idx]
+    assert leaf.count == 0  # stopped before the Final leaves
+    assert seq_of(out[0]) == first + 11 and out[0][32:] == keyed_digest(out[0], out[0][24], SECRET)
+    assert control.decode_control(out[0]).final
+    clock.serviced(e)
+    assert (leaf.epoch, leaf.first_seq, leaf.count) == (2, first + 12, START_COUNT)
+    _held(clock, first + 12, START_COUNT, control.AuthType.METICULOUS_KEYED_SHA1)
+    # Without a series running, the session's packets go as they are.
+    clock.series.stop(3)
+    assert e.outgoing(e, own) == own
 
 
-def test_a_session_adopted_with_a_series_then_removed_leaves_no_series_to_resume() -> None:
-    """The successor's arguments may drop a session it adopted: its series stops with it, and the
-    resumption before the loop finds nobody to go on after it."""
+def test_a_handover_tops_the_series_up_and_the_successor_goes_on_with_it() -> None:
     old, _loop, cfg = _clock()
     e = _meticulous(old)
-    old.prepay()
-    new, _, _ = _clock(tick_cfg=cfg, adopted=True)
-    new.fp.series = old.fp.series
+    s = e.session
+    first = s.xmit_seq
+    _kernel_at(old, first + 5)
+    assert old.prepay() == 1
+    leaf = old.fp.series[old.series.runs[3].idx]
+    assert (leaf.first_seq, leaf.count) == (first + 5, ABI.series_depth)
+    held = _held(old, first + 5, ABI.series_depth, control.AuthType.METICULOUS_KEYED_SHA1)
+    # The successor adopts the clock and its series as they run, the kernel 7 packets further.
+    new, loop, _ = _clock(tick_cfg=cfg, adopted=True, after=old)
+    st = new.fp.tick_state[3]
+    st.series_next = first + 12
     new.adopted(e)
-    new.removed(e)
-    assert new.fp.series.data == {} and new.prepaid == {}
-    assert new.resume() == []
+    assert new.series.runs[3].epoch == 1 and new.series.runs[3].idx == old.series.runs[3].idx
+    assert new.resume() == [e] and new.prepaid == {}
+    new.serviced(e)
+    assert loop.injected == [] and new.signing == {3: e} and s.periodic_tx_external
+    # The session carries what the series carries (the old engine topped it up just before it
+    # encoded it): nothing written, nothing signed again.
+    assert (leaf.epoch, leaf.first_seq, leaf.count) == (1, first + 5, ABI.series_depth)
+    # Once its packet changes (here: the key), the successor signs from the one after the
+    # kernel's next, leaving that one as it is.
+    s.set_config(replace(s.config, auth=replace(s.config.auth, secret=b"another-key")), 3_000)
+    sent(s, 3_000)
+    new.serviced(e)
+    assert (leaf.epoch, leaf.first_seq) == (1, first + 12)
+    raw = bytes(leaf.pkt)
+    row = ((first + 12) % ABI.series_depth) * ABI.pkt_max
+    assert raw[row : row + leaf.pkt_len] == held[7]
+    row = ((first + 13) % ABI.series_depth) * ABI.pkt_max
+    p = raw[row : row + leaf.pkt_len]
+    assert seq_of(p) == first + 13 and p[32:] == keyed_digest(p, p[24], b"another-key")
+
+
+def test_a_session_that_leaves_the_clock_goes_on_after_its_series() -> None:
+    clock, _loop, _cfg = _clock()
+    e = _meticulous(clock)
+    first = e.session.xmit_seq
+    idx = clock.series.runs[3].idx
+    _kernel_at(clock, first + 5)
+    clock.removed(e)
+    assert clock.fp.series[idx].count == 0 and 3 not in clock.series.runs and idx in clock.series.free
+    assert e.session.xmit_seq == first + 6
+
+
+def test_a_new_series_starts_past_what_the_kernel_sent_for_the_slot() -> None:
+    """A predecessor's series this engine could not adopt went on past the session's own number:
+    the peer took those, so the new series goes on after them."""
+    clock, _loop, _cfg = _clock()
+    e = _entry(auth=AuthConfig(control.AuthType.METICULOUS_KEYED_MD5, 5, SECRET))
+    s = e.session
+    for i, (state, your) in enumerate(((control.State.DOWN, 0), (control.State.UP, s.local_discr))):
+        pkt = packet(state, your=your, desired_min_tx_us=10_000, required_min_rx_us=10_000,
+                     auth=control.Auth(s.config.auth.type, 5, b"", 100 + i))  # fmt: skip
+        deliver(s, pkt, i * 1_000, secret=SECRET)
+    sent(s, 1_000)
+    st = clock.fp.tick_state[3]
+    st.series_epoch, st.series_next = 9, (s.xmit_seq + 40) % U32
+    clock.fp.tick_state[3] = st
+    clock.serviced(e)
+    leaf = clock.fp.series[clock.series.runs[3].idx]
+    assert leaf.epoch == 10 and leaf.first_seq == (s.xmit_seq + 41) % U32
+    # Behind the session's number (this session's own earlier series), it is not gone back to.
+    clock.removed(e)
+    st.series_next = (s.xmit_seq - 40) % U32
+    clock.serviced(e)
+    assert clock.fp.series[clock.series.runs[3].idx].first_seq == s.xmit_seq
+
+
+def test_without_a_free_element_the_clock_stands_by_and_the_session_sends() -> None:
+    clock, _loop, _cfg = _clock()
+    clock.series.free.clear()
+    e = _meticulous(clock)
+    assert not e.session.periodic_tx_external
+    out: dict = {}
+    clock.session_stats(e, out, 0)
+    assert (out["kernel_clock"], out["kernel_clock_standby"], out["series_left"]) == (False, True, 0)
+    seq = e.session.xmit_seq
+    _now, pkts = run_until(e.session, 1_000, 30_000)
+    assert pkts and pkts[0][1].auth.sequence == seq
+
+
+def test_a_meticulous_key_changed_for_a_repeatable_one_ends_its_series() -> None:
+    """The clock then sends the map's packet, signed once per change, and no series speaks for
+    the session with the old key."""
+    clock, _loop, cfg = _clock()
+    e = _meticulous(clock)
+    s = e.session
+    idx = clock.series.runs[3].idx
+    s.set_config(replace(s.config, auth=AuthConfig(control.AuthType.KEYED_SHA1, 5, SECRET)), 3_000)
+    sent(s, 3_000)
+    clock.serviced(e)
+    assert clock.fp.series[idx].count == 0 and 3 not in clock.series.runs and clock.signing == {}
+    c = cfg.data[3]
+    assert c.flags == ABI.TickFlag.RUN and c.pkt_len == len(s.template(poll=False))
+    assert s.periodic_tx_external

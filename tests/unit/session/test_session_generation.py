@@ -41,7 +41,9 @@ def test_every_method_once_on_a_live_keyed_session() -> None:
     s.set_config(replace(s.config, auth=AuthConfig(AuthType.METICULOUS_KEYED_SHA1, 3, b"shared")), now)
     calls = {
         "note_rx": lambda: s.note_rx(now + 1),
-        "series": lambda: s.series(3),
+        "series": lambda: s.series(s.xmit_seq, 3),
+        "series_content": s.series_content,
+        "renumbered": lambda: s.renumbered(s.template(poll=False), s.xmit_seq + 5),
         "template": lambda: s.template(poll=False),
         "resume_sequence": lambda: s.resume_sequence(s.xmit_seq + 3),
         "expiry_datagram": s.expiry_datagram,
@@ -59,8 +61,9 @@ def test_every_method_once_on_a_live_keyed_session() -> None:
         if s.export() != before:
             changed.add(name)
     # The witness that the calls reached the state: these must have changed it.
-    assert {"note_rx", "resume_sequence", "set_config", "detection_expired", "admin_down"} <= changed
-    assert not {"series", "template", "expiry_datagram", "resume_reading"} & changed
+    moved = {"note_rx", "resume_sequence", "renumbered", "set_config", "detection_expired", "admin_down"}
+    assert moved <= changed
+    assert not {"series", "series_content", "template", "expiry_datagram", "resume_reading"} & changed
 
 
 def test_a_call_that_changes_nothing_may_still_move_it_and_reads_do_not() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xdp_bfd.wire import Auth, AuthType, CodecError, ControlPacket, Diag, State
-from xdp_bfd.wire.control import amended, decode_control, encode_control
+from xdp_bfd.wire.control import amended, decode_control, encode_control, renumbered
 
 A_BIT, M_BIT = 0x04, 0x01
 
@@ -333,3 +333,29 @@ def test_amended_has_no_init_checks_to_skip():
 def test_amended_refuses_a_name_that_is_not_a_field():
     with pytest.raises(TypeError, match="no field 'pol'"):
         amended(ControlPacket(state=State.UP, my_discr=1), pol=True)
+
+
+@pytest.mark.parametrize(
+    "auth_type",
+    [AuthType.KEYED_MD5, AuthType.METICULOUS_KEYED_MD5, AuthType.KEYED_SHA1, AuthType.METICULOUS_KEYED_SHA1],
+)
+def test_a_packet_renumbered_is_the_packet_encoded_at_that_number(auth_type: AuthType) -> None:
+    secret = b"renumber"
+    pkt = ControlPacket(state=State.UP, my_discr=7, your_discr=9, final=True)
+
+    def at(seq: int) -> bytes:
+        return encode_control(amended(pkt, auth=Auth(auth_type, 4, b"", seq)), secret=secret)
+
+    assert renumbered(at(41), 2**32 + 3, secret) == at(3)
+    assert renumbered(at(41), 41, secret) == at(41)
+    assert renumbered(at(41), 42, secret) != at(41)
+
+
+def test_only_a_keyed_packet_can_be_renumbered() -> None:
+    plain = encode_control(ControlPacket(state=State.UP, my_discr=7, your_discr=9))
+    simple = encode_control(
+        ControlPacket(state=State.UP, my_discr=7, your_discr=9, auth=Auth(AuthType.SIMPLE, 1, b"pw"))
+    )
+    for data in (plain, simple):
+        with pytest.raises(ValueError, match=r"renumber|Sequence"):
+            renumbered(data, 5, b"pw")
