@@ -15,6 +15,8 @@ from .netns import Namespace
 from .wait import WaitTimeout, wait_until
 
 XDP_BFD = str(Path(sys.executable).with_name("xdp-bfd"))
+# How long an engine may take to say it serves (its compile), as the tests that wait for it bound it.
+SERVING_S = 60.0
 
 
 class EngineProcess:
@@ -66,8 +68,10 @@ class EngineProcess:
 
     def stats(self, *, timeout: float = 5.0) -> dict:
         """Signal SIGUSR1 and return the file written after the signal."""
-        # SIGUSR1's default action kills: wait until the engine says it serves.
-        self.wait_log("bfd: serving", timeout=timeout + 10)
+        # SIGUSR1's default action kills: wait until the engine says it serves. The first time that
+        # is bcc's compile, which a busy machine stretched past the old 15 s (beside a starting bfdd,
+        # in a full CI run); an engine that exits fails at once.
+        self.wait_log("bfd: serving", timeout=max(timeout + 10, SERVING_S))
 
         before = self.stats_identity()
         sent = time.time()

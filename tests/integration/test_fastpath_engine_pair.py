@@ -46,15 +46,8 @@ COUNTS = ("flaps", "kernel_tx_packets", "user_tx_packets", "tick_sent")
 def pair(topo, engine_factory, capture_factory, tmp_path):
     """Two engines on one bridged subnet, both --kernel-tx, one session between them."""
     fixtures = (topo, engine_factory, capture_factory, tmp_path)
-    return lambda family, multihop, *a_args, a_session="", b_session="", clocked=True, both=(): _pair(
-        fixtures,
-        family,
-        multihop,
-        a_args,
-        a_session=a_session,
-        b_session=b_session,
-        clocked=clocked,
-        both=both,
+    return lambda family, multihop, *a_args, a_session="", b_session="", both=(): _pair(
+        fixtures, family, multihop, a_args, a_session=a_session, b_session=b_session, both=both
     )
 
 
@@ -66,12 +59,11 @@ def _pair(
     *,
     a_session: str = "",
     b_session: str = "",
-    clocked: bool = True,
     both: tuple = (),
 ):
     """``a_args``: more arguments for engine a (--pin); ``a_session``/``b_session``: more keys for a
-    session; ``clocked``: whether the kernel clocks the session (not for a meticulous key); ``both``:
-    more arguments for both engines."""
+    session; ``both``: more arguments for both engines. Returned once the kernel clocks the session
+    at both ends (every type, a meticulous key from its series), but b's facing a Demand-mode a."""
     topo, engine_factory, capture_factory, tmp_path = fixtures
     a_ns, b_ns = topo.namespace("a"), topo.namespace("b")
     a, m_ns = topo.bridged(a_ns, "veth-a", b_ns, "veth-b")
@@ -106,9 +98,9 @@ def _pair(
     def both_up() -> bool:
         sa, sb = ea.session(str(b_ip)), eb.session(str(a_ip))
         up = sa["state"] == "up" and sb["state"] == "up"
-        return up and sa["kernel_clock"] == clocked and sb["kernel_clock"] == (b_clocked and clocked)
+        return up and sa["kernel_clock"] and sb["kernel_clock"] == b_clocked
 
-    wait_until(both_up, timeout=20, what=f"both sessions Up and {'' if clocked else 'not '}kernel-clocked")
+    wait_until(both_up, timeout=20, what="both sessions Up and kernel-clocked")
     # Both may be Up before tcpdump has written a packet (they come up while it starts): a test
     # marks its window from the capture's last packet, so there must be one.
     wait_until(
