@@ -554,11 +554,12 @@ class Clock:
         t = self.ticks.get(entry.slot, Tick())
         st = self.state_reader[entry.slot]
         # A meticulous key's clock sends its series; without one (none free) it stands by.
-        paid = t.series and self.series.left(entry.slot) > 0
+        left = self.series.left(entry.slot) if t.series else 0
+        paid = left > 0
         out["kernel_clock"] = t.running and (not t.series or paid)
         out["kernel_clock_standby"] = t.running and t.series and not paid
         if t.series:
-            out["series_left"] = self.series.left(entry.slot)
+            out["series_left"] = left
         out["tick_sent"] = int(st.sent)
         out["tick_skipped"] = int(st.skipped)
         out["tick_gated"] = int(st.gated)

@@ -545,8 +545,8 @@ SECRET = b"series-key"
 U32 = 2**32
 
 
-def _meticulous(clock: Clock, auth_type: control.AuthType = control.AuthType.METICULOUS_KEYED_SHA1) -> Entry:
-    """An Up session of a meticulous key, serviced by ``clock``; the peer's packets signed as §6.7.4."""
+def _meticulous_up(auth_type: control.AuthType = control.AuthType.METICULOUS_KEYED_SHA1) -> Entry:
+    """An Up session of a meticulous key, no clock told yet; the peer's packets signed as §6.7.4."""
     auth = AuthConfig(auth_type, 5, SECRET)
     e = _entry(auth=auth)
     s = e.session
@@ -556,6 +556,12 @@ def _meticulous(clock: Clock, auth_type: control.AuthType = control.AuthType.MET
         deliver(s, pkt, i * 1_000, secret=SECRET)
     assert s.both_up
     sent(s, 1_000)
+    return e
+
+
+def _meticulous(clock: Clock, auth_type: control.AuthType = control.AuthType.METICULOUS_KEYED_SHA1) -> Entry:
+    """:func:`_meticulous_up`, serviced by ``clock``."""
+    e = _meticulous_up(auth_type)
     clock.serviced(e)
     return e
 
@@ -712,13 +718,8 @@ def test_a_new_series_starts_past_what_the_kernel_sent_for_the_slot() -> None:
     """A predecessor's series this engine could not adopt went on past the session's own number:
     the peer took those, so the new series goes on after them."""
     clock, _loop, _cfg = _clock()
-    e = _entry(auth=AuthConfig(control.AuthType.METICULOUS_KEYED_MD5, 5, SECRET))
+    e = _meticulous_up(control.AuthType.METICULOUS_KEYED_MD5)
     s = e.session
-    for i, (state, your) in enumerate(((control.State.DOWN, 0), (control.State.UP, s.local_discr))):
-        pkt = packet(state, your=your, desired_min_tx_us=10_000, required_min_rx_us=10_000,
-                     auth=control.Auth(s.config.auth.type, 5, b"", 100 + i))  # fmt: skip
-        deliver(s, pkt, i * 1_000, secret=SECRET)
-    sent(s, 1_000)
     st = clock.fp.tick_state[3]
     st.series_epoch, st.series_next = 9, (s.xmit_seq + 40) % U32
     clock.fp.tick_state[3] = st
